@@ -1,0 +1,147 @@
+"""A byte-level BPE tokenizer in plain Python that reads a Hugging Face ``tokenizer.json``.
+
+It does what GPT-2 style tokenizers do, in three steps:
+
+1. split the text into special tokens and plain runs, and each plain run into words
+   with the GPT-2 regex (so merges never cross a space or a letter/digit boundary);
+2. write each word's UTF-8 bytes as printable characters (the GPT-2 byte map), so
+   every byte sequence has a spelling in the vocabulary;
+3. merge adjacent pieces, always applying the best-ranked merge first, until no merge applies.
+
+Decoding runs the byte map backwards. A token can stand for part of a character,
+which is why the streaming labs exist.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import regex
+
+from mini_vllm.tokenizer_base import check_token_id, split_on_special
+
+SHIPPED_TOKENIZER = Path(__file__).resolve().parent / "data" / "tokenizer.json"
+
+# The pre-tokenizer pattern of GPT-2, which Hugging Face's ByteLevel pre-tokenizer uses.
+GPT2_SPLIT = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+
+
+@lru_cache(maxsize=1)
+def byte_to_unicode() -> dict[int, str]:
+    """GPT-2's map from each byte to a printable character.
+
+    Printable Latin-1 bytes stand for themselves; the other 68 (controls, space,
+    soft hyphen, ...) are moved to U+0100 and up, in byte order. That is why a
+    leading space shows up as 'Ġ' (byte 0x20 -> U+0120) in GPT-2 vocabularies.
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    mapping: dict[int, str] = {}
+    moved = 0
+    for byte in range(256):
+        if byte in printable:
+            mapping[byte] = chr(byte)
+        else:
+            mapping[byte] = chr(256 + moved)
+            moved += 1
+    return mapping
+
+
+class BPETokenizer:
+    """Byte-level BPE with ranked merges, loaded from a Hugging Face ``tokenizer.json``."""
+
+    def __init__(self, vocab: dict[str, int], merges: list[tuple[str, str]], special_tokens: dict[str, int],
+                 eos_token: str = "<|endoftext|>") -> None:
+        self._token_id = dict(vocab)
+        self._token_id.update(special_tokens)
+        self._tokens = {token_id: token for token, token_id in self._token_id.items()}
+        self._merge_rank = {pair: rank for rank, pair in enumerate(merges)}
+        self._special_id = dict(special_tokens)
+        self._eos_token = eos_token
+        unicode_to_byte = {char: byte for byte, char in byte_to_unicode().items()}
+        # Precompute every token's bytes once: decoding is then a join.
+        self._token_bytes: dict[int, bytes] = {}
+        for token_id, token in self._tokens.items():
+            if token in self._special_id:
+                self._token_bytes[token_id] = token.encode("utf-8")
+            else:
+                self._token_bytes[token_id] = bytes(unicode_to_byte[char] for char in token)
+        self._vocab_size = max(self._tokens) + 1
+        self._word_cache: dict[str, list[int]] = {}
+
+    @classmethod
+    def from_file(cls, path: str | Path = SHIPPED_TOKENIZER) -> BPETokenizer:
+        """Load a byte-level BPE ``tokenizer.json`` (the course ships one; see ``data/``)."""
+        spec = json.loads(Path(path).read_text(encoding="utf-8"))
+        model = spec["model"]
+        if model.get("type") != "BPE":
+            raise ValueError(f"{path}: expected a BPE model, found {model.get('type')!r}")
+        # Older files spell a merge "a b"; newer ones as a two-item list.
+        merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+        special = {t["content"]: t["id"] for t in spec.get("added_tokens", []) if t.get("special")}
+        return cls(model["vocab"], merges, special)  # type: ignore[arg-type]
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def eos_token_id(self) -> int:
+        return self._special_id[self._eos_token]
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return sorted(self._special_id.values())
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = []
+        for piece, is_special in split_on_special(text, self._special_id):
+            if is_special:
+                ids.append(self._special_id[piece])
+                continue
+            for word in GPT2_SPLIT.findall(piece):
+                ids.extend(self._encode_word(word))
+        return ids
+
+    def _encode_word(self, word: str) -> list[int]:
+        cached = self._word_cache.get(word)
+        if cached is None:
+            byte_map = byte_to_unicode()
+            pieces = [byte_map[b] for b in word.encode("utf-8")]
+            cached = [self._token_id[piece] for piece in self._merge(pieces)]
+            self._word_cache[word] = cached
+        return cached
+
+    def _merge(self, pieces: list[str]) -> list[str]:
+        """Apply the best-ranked merge everywhere it occurs, repeatedly, until none applies."""
+        while len(pieces) > 1:
+            pairs = {(a, b) for a, b in zip(pieces, pieces[1:])}
+            best = min(pairs, key=lambda pair: self._merge_rank.get(pair, float("inf")))
+            if best not in self._merge_rank:
+                break
+            merged: list[str] = []
+            i = 0
+            while i < len(pieces):
+                if i + 1 < len(pieces) and (pieces[i], pieces[i + 1]) == best:
+                    merged.append(pieces[i] + pieces[i + 1])
+                    i += 2
+                else:
+                    merged.append(pieces[i])
+                    i += 1
+            pieces = merged
+        return pieces
+
+    def decode_single_token_bytes(self, token_id: int) -> bytes:
+        return self._token_bytes[check_token_id(token_id, self._vocab_size)]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        for token_id in ids:  # validate everything first: a bad id anywhere is an error
+            check_token_id(token_id, self._vocab_size)
+        skip = set(self._special_id.values()) if skip_special_tokens else set()
+        data = b"".join(self._token_bytes[token_id] for token_id in ids if token_id not in skip)
+        return data.decode("utf-8", errors="replace")
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
+        return [self._tokens[check_token_id(token_id, self._vocab_size)] for token_id in ids]

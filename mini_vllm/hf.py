@@ -1,0 +1,77 @@
+"""Bridges to Hugging Face ``tokenizers``: the real library the course checks itself against.
+
+- :func:`hf_byte_tokenizer` builds a ``tokenizers.Tokenizer`` with the same ids as
+  :class:`~mini_vllm.byte_tokenizer.ByteTokenizer` (so ``DecodeStream`` can run on
+  the exact byte stream the labs see);
+- :func:`hf_bpe_tokenizer` loads the shipped ``tokenizer.json`` with the real library;
+- :class:`HFTokenizer` wraps either one in the course's tokenizer protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+from mini_vllm.bpe_tokenizer import SHIPPED_TOKENIZER, byte_to_unicode
+from mini_vllm.byte_tokenizer import SPECIAL_TOKENS
+from mini_vllm.tokenizer_base import check_token_id
+
+
+def hf_byte_tokenizer() -> Tokenizer:
+    """A real ``tokenizers.Tokenizer`` whose ids match ``ByteTokenizer``'s: byte b is id b."""
+    vocab = {char: byte for byte, char in byte_to_unicode().items()}
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens([AddedToken(text, special=True) for text in SPECIAL_TOKENS])
+    return tokenizer
+
+
+def hf_bpe_tokenizer(path: str | Path = SHIPPED_TOKENIZER) -> Tokenizer:
+    """The shipped BPE tokenizer, loaded by the real library."""
+    return Tokenizer.from_file(str(path))
+
+
+class HFTokenizer:
+    """The course's tokenizer protocol on top of a ``tokenizers.Tokenizer``."""
+
+    def __init__(self, tokenizer: Tokenizer, eos_token: str = "<|endoftext|>") -> None:
+        self.backend = tokenizer
+        self._vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        special = {t.content: i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
+        self._special_ids = sorted(special.values())
+        self._special_bytes = {i: text.encode("utf-8") for text, i in special.items()}
+        self._eos_token_id = special[eos_token]
+        self._byte_of_char = {char: byte for byte, char in byte_to_unicode().items()}
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def eos_token_id(self) -> int:
+        return self._eos_token_id
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return list(self._special_ids)
+
+    def encode(self, text: str) -> list[int]:
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        for token_id in ids:  # the real library silently skips unknown ids; we refuse them
+            check_token_id(token_id, self._vocab_size)
+        return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def decode_single_token_bytes(self, token_id: int) -> bytes:
+        check_token_id(token_id, self._vocab_size)
+        if token_id in self._special_bytes:
+            return self._special_bytes[token_id]
+        token = self.backend.id_to_token(token_id)
+        return bytes(self._byte_of_char[char] for char in token)
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
+        return [self.backend.id_to_token(check_token_id(i, self._vocab_size)) for i in ids]

@@ -1,0 +1,102 @@
+"""The LAB_IMPL loader: the one place that decides which implementation of a lab runs.
+
+Tests, notebooks, benchmarks and the server all call :func:`load_lab`, so they always
+agree on whose code is under test.
+
+- ``LAB_IMPL`` names the module file loaded from each lab folder: ``solution`` (the
+  default), ``starter``, or any other name (``LAB_IMPL=submission`` loads
+  ``submission.py``, so an instructor can drop a student's file in and grade it).
+- ``LAB_IMPL_03=...`` (any lab number) overrides the choice for that lab only, and
+  may also be a path to a ``.py`` file anywhere. Useful when one lab composes
+  another (lab-02 serves labs 01/03/04/05) and for running the tests on a variant.
+
+Lab folders have hyphens in their names, so they are not importable packages; each
+module is loaded from its file path under a unique, importable-looking name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LABS_DIR = REPO_ROOT / "phase-16-serving-apis-and-parsers" / "labs"
+DEFAULT_IMPL = "solution"
+# The order the course teaches the labs in: bytes, BPE tokens, the two text hold-backs, the server.
+RECOMMENDED_ORDER = ("03", "04", "05", "01", "02")
+
+_loaded: dict[Path, ModuleType] = {}
+
+
+def lab_dir(lab: str) -> Path:
+    """The folder of a lab named by number (``"03"``, ``"lab-03"``) or full folder name."""
+    number = lab_number(lab)
+    matches = sorted(LABS_DIR.glob(f"lab-{number}-*"))
+    if len(matches) != 1:
+        raise LookupError(f"no single lab folder for {lab!r} under {LABS_DIR} (found {len(matches)})")
+    return matches[0]
+
+
+def lab_number(lab: str) -> str:
+    match = re.fullmatch(r"(?:lab-)?(\d\d)(?:-[\w-]+)?", lab)
+    if match is None:
+        raise ValueError(f"not a lab name: {lab!r} (expected e.g. '03', 'lab-03' or 'lab-03-streaming-detokenizer')")
+    return match.group(1)
+
+
+def chosen_impl(lab: str) -> str:
+    """What the environment asks for: ``LAB_IMPL_<NN>``, else ``LAB_IMPL``, else ``solution``."""
+    return (os.environ.get(f"LAB_IMPL_{lab_number(lab)}") or os.environ.get("LAB_IMPL") or DEFAULT_IMPL).strip()
+
+
+def impl_path(lab: str, impl: str | None = None) -> Path:
+    """The file that implements ``lab`` for ``impl`` (default: what the environment chose)."""
+    impl = impl or chosen_impl(lab)
+    if impl.endswith(".py") or os.sep in impl:
+        path = Path(impl).expanduser().resolve()
+    else:
+        path = lab_dir(lab) / f"{impl}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"LAB_IMPL={impl!r}: no file {path} to load for {lab}")
+    return path
+
+
+def load_lab(lab: str, impl: str | None = None) -> ModuleType:
+    """Import and return the implementation module of ``lab`` (cached per file)."""
+    path = impl_path(lab, impl)
+    module = _loaded.get(path)
+    if module is None:
+        stem = re.sub(r"\W", "_", path.stem)
+        name = f"mini_vllm_labs.lab_{lab_number(lab)}.{stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        # Registered before running, as a normal import would be: dataclasses and
+        # pickling look their module up in sys.modules.
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        _loaded[path] = module
+    return module
+
+
+def describe_choice() -> str:
+    """One line for banners: which implementation runs, in a student's terms."""
+    impl = os.environ.get("LAB_IMPL") or DEFAULT_IMPL
+    if impl == "starter":
+        line = "LAB_IMPL=starter: grading YOUR code in starter.py"
+    elif impl == DEFAULT_IMPL:
+        line = "LAB_IMPL=solution: running the reference solutions"
+    else:
+        line = f"LAB_IMPL={impl}: grading {impl if impl.endswith('.py') else impl + '.py'}"
+    overrides = sorted(k for k in os.environ if re.fullmatch(r"LAB_IMPL_\d\d", k))
+    if overrides:
+        line += " (overrides: " + ", ".join(f"{k}={os.environ[k]}" for k in overrides) + ")"
+    return line

@@ -1,0 +1,1 @@
+"""Test kit shared by every lab: hypothesis strategies, test tokenizers, stream traces, grading."""

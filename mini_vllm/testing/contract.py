@@ -1,0 +1,76 @@
+"""Run one lab's tests in a fresh pytest process and read back what happened.
+
+The course-contract tests use this to grade the blank starters and the wrong
+variants exactly as a student's run would: same command, same plugin, own process.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from mini_vllm.labs import REPO_ROOT
+
+
+@dataclass(frozen=True)
+class LabRun:
+    returncode: int
+    tests: list[dict[str, Any]]  # the results.json entries (graded and control)
+    output: str  # what pytest printed
+
+    def failed(self, test_name: str) -> list[dict[str, Any]]:
+        """Entries for ``test_name`` (all its parametrizations) that lost points."""
+        return [t for t in self.named(test_name) if t["score"] < t["max_score"]]
+
+    def named(self, test_name: str) -> list[dict[str, Any]]:
+        return [t for t in self.tests if re.fullmatch(rf"{re.escape(test_name)}(\[.*\])?", t["name"].split(" › ")[-1])]
+
+
+def run_lab_tests(lab_dir: Path, env: dict[str, str], select: list[str] | None = None, timeout: int = 600) -> LabRun:
+    """``pytest lab_dir`` with the grading plugin on, under the given environment additions."""
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_IMPL")}
+    child_env.update(env)
+    child_env.setdefault("HYPOTHESIS_PROFILE", "ci")
+    with tempfile.TemporaryDirectory() as scratch:
+        results = Path(scratch) / "results.json"
+        command = [sys.executable, "-m", "pytest", str(lab_dir), "-q", "--tb=no", "-p", "no:randomly",
+                   "--timeout", "120", "--grade", str(results)]
+        if select:
+            command += ["-k", " or ".join(select)]
+        done = subprocess.run(command, cwd=REPO_ROOT, env=child_env, capture_output=True, text=True, timeout=timeout)
+        tests = json.loads(results.read_text(encoding="utf-8"))["tests"] if results.exists() else []
+    return LabRun(done.returncode, tests, done.stdout + done.stderr)
+
+
+def public_api(module: ModuleType) -> dict[str, str]:
+    """Each public name a lab module defines, with its signature (methods of classes too)."""
+    api: dict[str, str] = {}
+    for name, value in vars(module).items():
+        if name.startswith("_") or getattr(value, "__module__", None) != module.__name__:
+            continue
+        if inspect.isclass(value):
+            api[name] = "class"
+            fields = getattr(value, "__dataclass_fields__", None)
+            if fields:
+                api[f"{name} fields"] = ", ".join(f"{f.name}: {f.type}" for f in fields.values())
+            for attr, member in vars(value).items():
+                if attr.startswith("_") and attr != "__init__":
+                    continue
+                if isinstance(member, property):
+                    api[f"{name}.{attr}"] = "property"
+                elif callable(member) or isinstance(member, (staticmethod, classmethod)):
+                    api[f"{name}.{attr}"] = str(inspect.signature(getattr(value, attr)))
+        elif callable(value):
+            api[name] = str(inspect.signature(value))
+        else:
+            api[name] = f"constant {value!r}"
+    return api

@@ -1,0 +1,120 @@
+"""The grading plugin: a scorecard per lab and task, and a Gradescope ``results.json``.
+
+Enabled by ``pytest --grade results.json`` (``make grade`` does this). Each graded test
+carries ``@pytest.mark.task(n)`` (optionally ``points=k``); the test module's ``TASKS``
+dict names the tasks. Tests marked ``control`` prove a bug exists and are not graded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from mini_vllm.labs import RECOMMENDED_ORDER, describe_choice, lab_number
+
+
+@dataclass
+class GradedTest:
+    lab: str  # the lab folder name
+    task: int
+    task_title: str
+    name: str
+    points: int
+    passed: bool = True
+    control: bool = False  # proves a bug is real; reported with max_score 0, never graded
+    failure: str = ""  # the exception's first line ("" when passed)
+    details: str = ""  # the whole exception message, for results.json
+
+
+@dataclass
+class Grader:
+    results_path: Path
+    tests: dict[str, GradedTest] = field(default_factory=dict)
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            marker = item.get_closest_marker("task")
+            lab = next((p.name for p in item.path.parents if p.name.startswith("lab-")), None)
+            control = item.get_closest_marker("control") is not None
+            if lab is None or (marker is None and not control):
+                continue
+            task = int(marker.args[0]) if marker else 0
+            titles = getattr(item.module, "TASKS", {})
+            self.tests[item.nodeid] = GradedTest(
+                lab=lab, task=task, task_title=titles.get(task, ""), name=item.name,
+                points=0 if control else int(marker.kwargs.get("points", 1)) if marker else 0, control=control,
+            )
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, None, None]:
+        outcome = yield
+        report = outcome.get_result()
+        graded = self.tests.get(item.nodeid)
+        if graded is None or not report.failed or not graded.passed:
+            return
+        graded.passed = False
+        if call.excinfo is not None:
+            # exconly() is the exception with its whole message (for an assert, pytest's
+            # explanation and our step-by-step table) but without the traceback.
+            graded.details = call.excinfo.exconly().strip()
+            graded.failure = graded.details.splitlines()[0]
+        else:
+            graded.details = graded.failure = report.longreprtext
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        write = terminalreporter.write_line
+        by_lab: dict[str, list[GradedTest]] = defaultdict(list)
+        for test in self.tests.values():
+            if not test.control:
+                by_lab[test.lab].append(test)
+        order = {number: rank for rank, number in enumerate(RECOMMENDED_ORDER)}
+        total = earned = 0
+        write("")
+        write(f"Scorecard — {describe_choice()}")
+        for lab in sorted(by_lab, key=lambda name: order.get(lab_number(name), 99)):
+            tests = by_lab[lab]
+            lab_max, lab_got = _points(tests)
+            total, earned = total + lab_max, earned + lab_got
+            write("")
+            write(f"{lab:<52} {lab_got:>3} / {lab_max:<3}")
+            for task in sorted({t.task for t in tests}):
+                in_task = [t for t in tests if t.task == task]
+                task_max, task_got = _points(in_task)
+                write(f"  task {task}  {in_task[0].task_title:<42} {task_got:>3} / {task_max:<3}")
+                failed = [t for t in in_task if not t.passed]
+                if failed:
+                    write(f"           first failure: {failed[0].name}")
+                    write(f"           hint: {_shorten(failed[0].failure or 'failed (see pytest output)')}")
+        write("")
+        write(f"{'TOTAL':<52} {earned:>3} / {total:<3}")
+        self._write_results(earned, total)
+        write(f"results written to {self.results_path}")
+
+    def _write_results(self, earned: int, total: int) -> None:
+        tests = [
+            {
+                "name": f"{t.lab} › control (not graded) › {t.name}" if t.control
+                else f"{t.lab} › task {t.task} › {t.name}",
+                "score": t.points if t.passed else 0,
+                "max_score": t.points,
+                "output": "" if t.passed else t.details,
+                "visibility": "visible",
+            }
+            for t in self.tests.values()
+        ]
+        results = {"score": earned, "max_score": total, "output": describe_choice(), "tests": tests}
+        self.results_path.parent.mkdir(parents=True, exist_ok=True)
+        self.results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _points(tests: list[GradedTest]) -> tuple[int, int]:
+    return sum(t.points for t in tests), sum(t.points for t in tests if t.passed)
+
+
+def _shorten(text: str, limit: int = 150) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

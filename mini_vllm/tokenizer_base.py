@@ -1,0 +1,69 @@
+"""What every tokenizer in the course looks like from the outside.
+
+The labs are written against this small protocol, with the method names Hugging Face
+and tiktoken use, so the same lab code runs on mini_vllm's tokenizers and on a real
+``tokenizers.Tokenizer`` (through :class:`mini_vllm.hf.HFTokenizer`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Protocol, runtime_checkable
+
+REPLACEMENT_CHAR = "\ufffd"
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """The tokenizer surface the labs may use."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def eos_token_id(self) -> int: ...
+
+    @property
+    def all_special_ids(self) -> list[int]: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        """Text for ``ids``. Bytes that do not form valid UTF-8 become U+FFFD."""
+        ...
+
+    def decode_single_token_bytes(self, token_id: int) -> bytes:
+        """The raw bytes one token stands for (may be part of a character)."""
+        ...
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]: ...
+
+
+def check_token_id(token_id: object, vocab_size: int) -> int:
+    """Return ``token_id`` if it names a token, else raise ``ValueError`` naming it.
+
+    ``bool`` is rejected although it is an ``int`` subclass: ``True`` as a token id
+    is always a bug upstream, never a request for token 1.
+    """
+    if isinstance(token_id, bool) or not isinstance(token_id, int):
+        raise ValueError(f"token id {token_id!r} is not an int (got {type(token_id).__name__})")
+    if not 0 <= token_id < vocab_size:
+        raise ValueError(f"token id {token_id} is outside the vocabulary (0..{vocab_size - 1})")
+    return token_id
+
+
+def split_on_special(text: str, specials: Iterable[str]) -> list[tuple[str, bool]]:
+    """Cut ``text`` into ``(piece, is_special)`` runs.
+
+    Like Hugging Face's added-token matching, a special token written in the input
+    text is recognised as that token (this is how chat templates reach the model).
+    Longer specials are tried first, so one that contains another wins.
+    """
+    ordered = sorted(set(specials), key=len, reverse=True)
+    if not ordered:
+        return [(text, False)] if text else []
+    pattern = re.compile("(" + "|".join(map(re.escape, ordered)) + ")")
+    # re.split with one capture group alternates plain, special, plain, special, ...
+    parts = pattern.split(text)
+    return [(part, index % 2 == 1) for index, part in enumerate(parts) if part]

@@ -1,0 +1,133 @@
+"""mini_vllm's tokenizers, checked against the real Hugging Face ``tokenizers`` library."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mini_vllm import BPETokenizer, ByteTokenizer, Tokenizer
+from mini_vllm.bpe_tokenizer import SHIPPED_TOKENIZER, byte_to_unicode
+from mini_vllm.hf import HFTokenizer, hf_bpe_tokenizer, hf_byte_tokenizer
+from mini_vllm.testing.strategies import MULTILINGUAL_CHARS, multilingual_text
+
+BYTES = ByteTokenizer()
+BPE = BPETokenizer.from_file()
+HF_BPE = hf_bpe_tokenizer()
+CORPUS = (SHIPPED_TOKENIZER.parent / "corpus.txt").read_text(encoding="utf-8").splitlines()
+ALL_TOKENIZERS = {"byte": BYTES, "bpe": BPE, "hf-bpe": HFTokenizer(HF_BPE), "hf-byte": HFTokenizer(hf_byte_tokenizer())}
+
+
+def multilingual_samples(count: int = 200) -> list[str]:
+    """Corpus lines plus seeded mixes of their words, spaces, specials and odd characters."""
+    words = [w for line in CORPUS for w in line.split()]
+    rng = random.Random(16)
+    extras = [*MULTILINGUAL_CHARS, "  ", "\n\n", "\t", "<|im_end|>", "'s", "'ll", "\u00ad", "\r\n", "123", "🫨🫨"]
+    mixes = ["".join(rng.choice([rng.choice(words) + " ", rng.choice(extras)]) for _ in range(rng.randint(1, 12)))
+             for _ in range(count)]
+    return CORPUS + mixes
+
+
+@pytest.mark.parametrize("text", multilingual_samples(), ids=range(len(multilingual_samples())))
+def test_bpe_encodes_and_decodes_exactly_like_hugging_face(text: str) -> None:
+    ids = BPE.encode(text)
+    assert ids == HF_BPE.encode(text).ids
+    assert BPE.decode(ids) == HF_BPE.decode(ids, skip_special_tokens=False) == text
+    assert BPE.decode(ids, skip_special_tokens=True) == HF_BPE.decode(ids, skip_special_tokens=True)
+
+
+@given(multilingual_text(max_size=60))
+def test_bpe_matches_hugging_face_on_any_text(text: str) -> None:
+    ids = BPE.encode(text)
+    assert ids == HF_BPE.encode(text).ids
+    assert BPE.decode(ids) == text
+
+
+@given(st.lists(st.integers(0, BPE.vocab_size - 1), max_size=30))
+def test_bpe_decodes_any_ids_like_hugging_face(ids: list[int]) -> None:
+    """Arbitrary id sequences include broken UTF-8: both sides must agree on the U+FFFDs."""
+    for skip in (False, True):
+        assert BPE.decode(ids, skip_special_tokens=skip) == HF_BPE.decode(ids, skip_special_tokens=skip)
+
+
+def test_shipped_bpe_splits_characters_the_way_the_labs_need() -> None:
+    def pieces(text: str) -> list[bytes]:
+        return [BPE.decode_single_token_bytes(i) for i in BPE.encode(text)]
+
+    assert pieces("🫨") == [b"\xf0\x9f", b"\xab", b"\xa8"]  # Qwen3's [9284, 104, 101] shape
+    assert len(pieces("🚀")) == 2
+    split_cjk = [c for c in "服务器乱码字节" if len(pieces(c)) > 1]
+    assert len(split_cjk) >= 3, "some CJK characters must arrive in several tokens"
+
+
+def test_training_script_reproduces_the_shipped_tokenizer() -> None:
+    script = SHIPPED_TOKENIZER.parent / "train_tokenizer.py"
+    spec = importlib.util.spec_from_file_location("train_tokenizer", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    retrained = json.loads(module.train().to_str())["model"]
+    shipped = json.loads(Path(SHIPPED_TOKENIZER).read_text(encoding="utf-8"))["model"]
+    assert retrained["vocab"] == shipped["vocab"] and retrained["merges"] == shipped["merges"]
+    assert module.check(module.train()) == []
+
+
+def test_byte_map_is_gpt2s() -> None:
+    mapping = byte_to_unicode()
+    assert len(set(mapping.values())) == 256
+    assert mapping[ord("A")] == "A" and mapping[0x20] == "Ġ" and mapping[0x0A] == "Ċ"
+
+
+@given(multilingual_text())
+def test_byte_tokenizer_is_utf8(text: str) -> None:
+    ids = BYTES.encode(text)
+    assert BYTES.decode(ids) == text
+    if not any(special in text for special in BYTES.convert_ids_to_tokens(BYTES.all_special_ids)):
+        assert ids == list(text.encode("utf-8"))
+
+
+def test_byte_tokenizer_specials() -> None:
+    ids = BYTES.encode("<|im_start|>hi<|im_end|><|endoftext|>")
+    assert ids == [257, ord("h"), ord("i"), 258, 256]
+    assert BYTES.eos_token_id == 256 and BYTES.all_special_ids == [256, 257, 258]
+    assert BYTES.decode(ids) == "<|im_start|>hi<|im_end|><|endoftext|>"
+    assert BYTES.decode(ids, skip_special_tokens=True) == "hi"
+    assert BYTES.convert_ids_to_tokens([0xF0, 256]) == ["<0xF0>", "<|endoftext|>"]
+
+
+@given(st.lists(st.integers(0, 258), max_size=30))
+def test_byte_tokenizer_agrees_with_a_real_byte_level_tokenizer(ids: list[int]) -> None:
+    hf = hf_byte_tokenizer()
+    for skip in (False, True):
+        assert BYTES.decode(ids, skip_special_tokens=skip) == hf.decode(ids, skip_special_tokens=skip)
+
+
+@pytest.mark.parametrize("name", ALL_TOKENIZERS)
+@pytest.mark.parametrize("bad_id", [-1, 10**6, "7", 2.0, None, True], ids=repr)
+def test_ids_outside_the_vocabulary_raise_value_error_naming_the_id(name: str, bad_id: object) -> None:
+    tokenizer: Tokenizer = ALL_TOKENIZERS[name]
+    calls = {
+        "decode": lambda: tokenizer.decode([5, bad_id]),  # type: ignore[list-item]
+        "decode_single_token_bytes": lambda: tokenizer.decode_single_token_bytes(bad_id),  # type: ignore[arg-type]
+        "convert_ids_to_tokens": lambda: tokenizer.convert_ids_to_tokens([bad_id]),  # type: ignore[list-item]
+    }
+    for call_name, call in calls.items():
+        with pytest.raises(ValueError, match="token id") as raised:
+            call()
+        assert str(bad_id) in str(raised.value), f"{name}.{call_name}: {raised.value}"
+
+
+@pytest.mark.parametrize("name", ALL_TOKENIZERS)
+def test_every_tokenizer_follows_the_protocol(name: str) -> None:
+    tokenizer = ALL_TOKENIZERS[name]
+    assert isinstance(tokenizer, Tokenizer)
+    assert tokenizer.eos_token_id in tokenizer.all_special_ids
+    text = "héllo 你好 🚀"
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text
+    assert b"".join(tokenizer.decode_single_token_bytes(i) for i in ids) == text.encode("utf-8")

@@ -1,0 +1,18 @@
+"""Wrong on purpose: a cut-off character at the end of the stream silently disappears."""
+
+from mini_vllm.labs import load_lab
+
+_solution = load_lab("lab-03", "solution")
+utf8_expected_len = _solution.utf8_expected_len
+
+MUST_FAIL = [
+    "test_flush_handles_truncated_sequence",
+    "test_stream_plus_flush_equals_batch_decode",
+    "test_fifty_random_slicings",
+]
+
+
+class StreamingDetokenizer(_solution.StreamingDetokenizer):
+    def flush(self) -> str:
+        self.held_bytes = b""
+        return ""
