@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import pairwise
 from pathlib import Path
 
 import regex
@@ -117,7 +118,7 @@ class BPETokenizer:
     def _merge(self, pieces: list[str]) -> list[str]:
         """Apply the best-ranked merge everywhere it occurs, repeatedly, until none applies."""
         while len(pieces) > 1:
-            pairs = {(a, b) for a, b in zip(pieces, pieces[1:])}
+            pairs = set(pairwise(pieces))
             best = min(pairs, key=lambda pair: self._merge_rank.get(pair, float("inf")))
             if best not in self._merge_rank:
                 break

@@ -19,6 +19,8 @@ class ByteTokenizer:
     def __init__(self) -> None:
         self._special_text = {256 + i: text for i, text in enumerate(SPECIAL_TOKENS)}
         self._special_id = {text: token_id for token_id, text in self._special_text.items()}
+        # Every token's bytes, built once: streaming asks for them once per token.
+        self._token_bytes = [bytes((b,)) for b in range(256)] + [t.encode("utf-8") for t in SPECIAL_TOKENS]
 
     @property
     def vocab_size(self) -> int:
@@ -42,10 +44,7 @@ class ByteTokenizer:
         return ids
 
     def decode_single_token_bytes(self, token_id: int) -> bytes:
-        check_token_id(token_id, self.vocab_size)
-        if token_id < 256:
-            return bytes((token_id,))
-        return self._special_text[token_id].encode("utf-8")
+        return self._token_bytes[check_token_id(token_id, len(self._token_bytes))]
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         for token_id in ids:  # validate everything first: a bad id anywhere is an error

@@ -71,7 +71,8 @@ class HFTokenizer:
         if token_id in self._special_bytes:
             return self._special_bytes[token_id]
         token = self.backend.id_to_token(token_id)
+        assert token is not None, f"token id {token_id} has no token in the backend vocabulary"
         return bytes(self._byte_of_char[char] for char in token)
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
-        return [self.backend.id_to_token(check_token_id(i, self._vocab_size)) for i in ids]
+        return [str(self.backend.id_to_token(check_token_id(i, self._vocab_size))) for i in ids]

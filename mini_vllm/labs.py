@@ -56,10 +56,8 @@ def chosen_impl(lab: str) -> str:
 def impl_path(lab: str, impl: str | None = None) -> Path:
     """The file that implements ``lab`` for ``impl`` (default: what the environment chose)."""
     impl = impl or chosen_impl(lab)
-    if impl.endswith(".py") or os.sep in impl:
-        path = Path(impl).expanduser().resolve()
-    else:
-        path = lab_dir(lab) / f"{impl}.py"
+    is_path = impl.endswith(".py") or os.sep in impl
+    path = Path(impl).expanduser().resolve() if is_path else lab_dir(lab) / f"{impl}.py"
     if not path.is_file():
         raise FileNotFoundError(f"LAB_IMPL={impl!r}: no file {path} to load for {lab}")
     return path

@@ -46,6 +46,8 @@ def check_token_id(token_id: object, vocab_size: int) -> int:
     ``bool`` is rejected although it is an ``int`` subclass: ``True`` as a token id
     is always a bug upstream, never a request for token 1.
     """
+    if type(token_id) is int and 0 <= token_id < vocab_size:
+        return token_id  # the common case, checked first: this runs once per streamed token
     if isinstance(token_id, bool) or not isinstance(token_id, int):
         raise ValueError(f"token id {token_id!r} is not an int (got {type(token_id).__name__})")
     if not 0 <= token_id < vocab_size:

@@ -45,7 +45,7 @@ def test_labs_exist() -> None:
 @pytest.mark.parametrize("lab_dir", LAB_DIRS, ids=lambda d: d.name)
 def test_lab_folder_holds_its_files(lab_dir: Path) -> None:
     present = {p.name for p in lab_dir.iterdir() if not p.name.startswith((".", "__"))}
-    assert LAB_FILES <= present, f"{lab_dir.name} is missing {sorted(LAB_FILES - present)}"
+    assert present >= LAB_FILES, f"{lab_dir.name} is missing {sorted(LAB_FILES - present)}"
     stray_code = sorted(name for name in present - LAB_FILES if name.endswith(".py"))
     assert not stray_code, f"{lab_dir.name} has extra modules {stray_code}: helpers belong in mini_vllm"
 

@@ -44,16 +44,21 @@ class Grader:
             if lab is None or (marker is None and not control):
                 continue
             task = int(marker.args[0]) if marker else 0
-            titles = getattr(item.module, "TASKS", {})
+            points = int(marker.kwargs.get("points", 1)) if marker and not control else 0
+            titles = getattr(getattr(item, "module", None), "TASKS", {})
             self.tests[item.nodeid] = GradedTest(
-                lab=lab, task=task, task_title=titles.get(task, ""), name=item.name,
-                points=0 if control else int(marker.kwargs.get("points", 1)) if marker else 0, control=control,
+                lab=lab, task=task, task_title=titles.get(task, ""), name=item.name, points=points, control=control
             )
 
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, None, None]:
-        outcome = yield
-        report = outcome.get_result()
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        self._record(item, call, report)
+        return report
+
+    def _record(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
         graded = self.tests.get(item.nodeid)
         if graded is None or not report.failed or not graded.passed:
             return

@@ -7,6 +7,7 @@ UTF-8 lead and continuation bytes, the invalid ones, and multi-byte characters.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import TypeVar
 
 from hypothesis import strategies as st
@@ -39,7 +40,7 @@ def any_bytes(max_size: int = 40) -> st.SearchStrategy[bytes]:
 
 def multilingual_text(max_size: int = 40) -> st.SearchStrategy[str]:
     """Text mixing ASCII, accents, CJK, emoji (and any other code point now and then)."""
-    alphabet = st.sampled_from(MULTILINGUAL_CHARS) | st.characters(exclude_categories=("Cs",))
+    alphabet = st.sampled_from(MULTILINGUAL_CHARS) | st.characters(exclude_categories=["Cs"])
     return st.text(alphabet=alphabet, max_size=max_size)
 
 
@@ -53,4 +54,4 @@ def chunkings(draw: st.DrawFn, whole: T) -> list[T]:
 def split_at(whole: T, cuts: Sequence[int]) -> list[T]:
     """``whole`` cut at the given increasing positions (empty pieces dropped)."""
     bounds = [0, *cuts, len(whole)]
-    return [whole[a:b] for a, b in zip(bounds, bounds[1:]) if a < b]
+    return [whole[a:b] for a, b in pairwise(bounds) if a < b]

@@ -38,31 +38,31 @@ def utf8_expected_len(lead_byte: int) -> int:
     return 0
 
 
-def _is_continuation(byte: int) -> bool:
-    return 0x80 <= byte <= 0xBF
-
-
 def _unfinished_tail_len(data: bytes) -> int:
     """How many bytes at the end of ``data`` begin a character that could still complete.
 
-    An unfinished character is at most 3 bytes (4 would be finished), so only the
-    last three bytes can matter: walk back over continuation bytes to the lead byte,
-    then ask whether lead + what follows is a valid *proper* prefix of a character.
-    Anything else (a finished character, or bytes that are already invalid) is final:
-    no later byte can change how it decodes.
+    An unfinished character is at most 3 bytes (4 would be finished), so only the last
+    three bytes can matter: walk back over continuation bytes (10xxxxxx) to the byte
+    that starts the last character, then ask whether what follows it is a valid start
+    of a character that is still missing bytes. Anything else (a finished character,
+    or bytes that are already invalid) is final: no later byte can change its text.
     """
-    for back in range(1, min(3, len(data)) + 1):
-        if _is_continuation(data[-back]):
-            continue
-        tail = data[-back:]
-        if len(tail) >= utf8_expected_len(tail[0]):
-            return 0  # complete, or a byte that starts nothing (expected length 0)
-        if len(tail) > 1:
-            low, high = _SECOND_BYTE_RANGE.get(tail[0], (0x80, 0xBF))
-            if not low <= tail[1] <= high:
+    if not data or data[-1] < 0x80:
+        return 0  # ends in ASCII, the common case: nothing can be unfinished
+    for back in (1, 2, 3):
+        if back > len(data):
+            return 0
+        lead = data[-back]
+        if 0x80 <= lead <= 0xBF:
+            continue  # a continuation byte: keep walking back
+        if back >= utf8_expected_len(lead):
+            return 0  # finished, or a byte that starts nothing (expected length 0)
+        if back > 1:
+            low, high = _SECOND_BYTE_RANGE.get(lead, (0x80, 0xBF))
+            if not low <= data[-back + 1] <= high:
                 return 0  # can never become a character: decode it (as U+FFFD) now
         return back
-    return 0  # only continuation bytes in reach: orphans, already final
+    return 0  # three continuation bytes: orphans or a finished 4-byte character, final either way
 
 
 class StreamingDetokenizer:
@@ -84,11 +84,11 @@ class StreamingDetokenizer:
         token_bytes = self.tokenizer.decode_single_token_bytes(token_id)
         if token_id in self._special_ids:
             return ""
-        data = self.held_bytes + token_bytes
+        data = self.held_bytes + token_bytes if self.held_bytes else token_bytes
         ready = len(data) - _unfinished_tail_len(data)
         self.held_bytes = data[ready:]
         # Invalid bytes inside `ready` are final, so U+FFFD for them is the honest answer.
-        return data[:ready].decode("utf-8", errors="replace")
+        return data[:ready].decode("utf-8", "replace")
 
     def flush(self) -> str:
         # End of stream: an unfinished character will never finish. Say so with U+FFFD.

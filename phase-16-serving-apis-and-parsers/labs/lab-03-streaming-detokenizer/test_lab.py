@@ -82,7 +82,10 @@ def trace_against_oracle(tokenizer: Tokenizer, ids: Sequence[int]) -> list[Step]
     """Run the detokenizer under test beside the oracle, one row per token, then flush."""
     detok = lab.StreamingDetokenizer(tokenizer)
     expected, expected_flush = oracle(tokenizer, ids)
-    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), detok.feed(i), want) for i, want in zip(ids, expected)]
+    steps = [
+        Step(str(i), tokenizer.decode_single_token_bytes(i), detok.feed(i), want)
+        for i, want in zip(ids, expected, strict=True)
+    ]
     steps.append(Step("flush", b"", detok.flush(), expected_flush))
     return steps
 
@@ -118,7 +121,9 @@ LENGTH_TABLE = [
 
 
 @pytest.mark.task(1)
-@pytest.mark.parametrize(("lead_bytes", "length", "why"), LENGTH_TABLE, ids=[row[2].split(":")[0] for row in LENGTH_TABLE])
+@pytest.mark.parametrize(
+    ("lead_bytes", "length", "why"), LENGTH_TABLE, ids=[row[2].split(":")[0] for row in LENGTH_TABLE]
+)
 def test_length_table(lead_bytes: range, length: int, why: str) -> None:
     wrong = {hex(b): lab.utf8_expected_len(b) for b in lead_bytes if lab.utf8_expected_len(b) != length}
     assert not wrong, f"{why}: expected {length}, got {wrong}"
@@ -231,7 +236,7 @@ def test_each_character_emitted_at_the_token_that_completes_it(text: str) -> Non
         expected += [""] * (len(char.encode("utf-8")) - 1) + [char]
     outputs, tail = feed_all(BYTES, ids)
     assert outputs == expected and tail == "", format_trace(
-        [Step(str(i), bytes([i]), got, want) for i, got, want in zip(ids, outputs, expected)]
+        [Step(str(i), bytes([i]), got, want) for i, got, want in zip(ids, outputs, expected, strict=False)]
     )
 
 
@@ -252,7 +257,8 @@ def test_held_bytes_are_exactly_the_unfinished_character(data: st.DataObject, ra
         detok.feed(i)
         seen += tokenizer.decode_single_token_bytes(i)
         must_hold = unfinished_tail(seen)
-        assert len(detok.held_bytes) <= 3, f"held {detok.held_bytes.hex(' ')}: an unfinished character is at most 3 bytes"
+        held = detok.held_bytes.hex(" ")
+        assert len(detok.held_bytes) <= 3, f"held {held}: an unfinished character is at most 3 bytes"
         assert detok.held_bytes == must_hold, (
             f"after token {i} ({tokenizer.decode_single_token_bytes(i).hex(' ')}): held "
             f"{detok.held_bytes.hex(' ') or 'nothing'}, but only {must_hold.hex(' ') or 'nothing'} can still "
@@ -295,7 +301,7 @@ def test_flush_handles_truncated_sequence() -> None:
 
 @pytest.mark.task(3)
 def test_flush_after_complete_text_is_empty() -> None:
-    outputs, tail = feed_all(BYTES, BYTES.encode(MIXED))
+    _, tail = feed_all(BYTES, BYTES.encode(MIXED))
     assert tail == "", f"nothing should be left after complete text, got {tail!r}"
 
 
@@ -310,7 +316,8 @@ def test_stream_plus_flush_equals_batch_decode(data: st.DataObject, raw: bytes) 
 @pytest.mark.task(3)
 def test_fifty_random_slicings() -> None:
     # Ends with broken bytes and then a rocket cut short, as when max_tokens lands mid-emoji.
-    raw = (MIXED + " 日本語のテキスト 🫨😊 plain ascii ").encode("utf-8") + b"\xc3\xf0\x9f\x99\x82\xed\xa0" + b"\xf0\x9f\x9a"
+    text = MIXED + " 日本語のテキスト 🫨😊 plain ascii "
+    raw = text.encode("utf-8") + b"\xc3\xf0\x9f\x99\x82\xed\xa0" + b"\xf0\x9f\x9a"
     for seed in range(50):
         rng = random.Random(seed)
         cuts = sorted(rng.sample(range(1, len(raw)), rng.randint(1, len(raw) // 2)))

@@ -1,0 +1,83 @@
+"""Shared benchmark plumbing: time a streaming method per token, print a table, save a plot.
+
+Wall-clock numbers live only here, never in tests. Every figure is reported next to a
+naive method and a real peer measured in the same run, so ratios carry the meaning.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+OUT_DIR = Path(__file__).resolve().parent.parent / "build" / "bench"
+
+# A method gets the whole token stream and returns the seconds spent on `timed` tokens.
+# Most time all tokens; a quadratic baseline times only a window at the end of the stream.
+Method = Callable[[Sequence[int]], tuple[float, int]]
+
+
+@dataclass(frozen=True)
+class Row:
+    method: str
+    tokens: int
+    us_per_token: float
+
+
+def time_stream(
+    run: Callable[[Sequence[int]], None], ids: Sequence[int], min_seconds: float = 0.3
+) -> tuple[float, int]:
+    """Best of several whole-stream runs (at least 3, and at least ``min_seconds`` in all)."""
+    best, spent, rounds = float("inf"), 0.0, 0
+    while rounds < 3 or spent < min_seconds:
+        start = time.perf_counter()
+        run(ids)
+        elapsed = time.perf_counter() - start
+        best, spent, rounds = min(best, elapsed), spent + elapsed, rounds + 1
+    return best, len(ids)
+
+
+def measure(methods: dict[str, Method], streams: dict[int, Sequence[int]]) -> list[Row]:
+    rows = []
+    for n, ids in streams.items():
+        for name, method in methods.items():
+            seconds, timed = method(ids)
+            rows.append(Row(name, n, seconds / timed * 1e6))
+    return rows
+
+
+def cost(rows: list[Row], method: str, tokens: int) -> float:
+    return next(r.us_per_token for r in rows if r.method == method and r.tokens == tokens)
+
+
+def print_table(title: str, rows: list[Row], reference: str) -> None:
+    """µs per token for each method and stream length, with each method's ratio to ``reference``."""
+    methods = list(dict.fromkeys(r.method for r in rows))
+    sizes = sorted({r.tokens for r in rows})
+    width = max(len(m) for m in methods) + 2
+    print(f"\n{title}\n" + "µs per token (× = relative to " + reference + ")")
+    print("tokens".rjust(8) + "".join(m.rjust(width + 8) for m in methods))
+    for n in sizes:
+        base = cost(rows, reference, n)
+        cells = [f"{cost(rows, m, n):8.2f} {cost(rows, m, n) / base:5.1f}×" for m in methods]
+        print(f"{n:8d}" + "".join(c.rjust(width + 8) for c in cells))
+
+
+def save_plot(name: str, title: str, rows: list[Row]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for method in dict.fromkeys(r.method for r in rows):
+        points = sorted((r.tokens, r.us_per_token) for r in rows if r.method == method)
+        ax.loglog([n for n, _ in points], [us for _, us in points], "o-", label=method)
+    ax.set(xlabel="tokens in the stream", ylabel="µs per token", title=title)
+    ax.legend()
+    path = OUT_DIR / f"{name}.png"
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
