@@ -35,7 +35,7 @@ serve: install
 
 ## Benchmarks: per-token cost as ratios against naive versions and real peers.
 bench: install
-	$(PY) bench/run.py
+	$(PY) -m bench.run
 
 lint: install
 	$(PY) -m ruff check .

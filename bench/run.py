@@ -1,16 +1,14 @@
-"""`make bench`: every lab's benchmark in one run, then the headline ratios."""
+"""`make bench`: every lab's benchmark in one run, then the headline ratios.
+
+Run from the repository root (the Makefile does): ``python -m bench.run``.
+"""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # so `bench.*` imports work as a script
-
-from bench import bench_lab03
+from bench import bench_lab03, bench_lab04
 from mini_vllm.labs import describe_choice
 
-BENCHMARKS = [bench_lab03]
+BENCHMARKS = [bench_lab03, bench_lab04]
 
 if __name__ == "__main__":
     print(describe_choice())

@@ -1,0 +1,17 @@
+"""Wrong on purpose: starts as if nothing had been shown (pitfall: emitted_len = 0 re-emits the prompt)."""
+
+from collections.abc import Sequence
+
+from mini_vllm.labs import load_lab
+from mini_vllm.tokenizer_base import Tokenizer
+
+_solution = load_lab("lab-04", "solution")
+
+MUST_FAIL = ["test_prompt_is_never_re_emitted", "test_fifty_random_slicings"]
+
+
+class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
+    def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int] = (), window: int = 4,
+                 skip_special_tokens: bool = False) -> None:
+        super().__init__(tokenizer, prompt_ids, window, skip_special_tokens)
+        self._move_offsets(0)  # the mistake: the prompt counts as not yet shown
