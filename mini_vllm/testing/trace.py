@@ -1,7 +1,7 @@
 """Step-by-step stream tables for failure messages.
 
 A streaming bug is a timing bug, so a failing test shows the whole timeline: for each
-token, its bytes, what the code under test emitted and what it should have emitted.
+input, what went in, what the code under test produced and what it should have.
 """
 
 from __future__ import annotations
@@ -19,13 +19,24 @@ class Step:
     expected: str
 
 
-def format_trace(steps: list[Step], title: str = "stream, step by step") -> str:
+def quote(text: str) -> str:
+    """Like ``repr`` for a string, but leaves emoji and other non-ASCII characters readable.
+
+    (``repr`` escapes characters newer than Python's own Unicode tables, such as 🫨
+    on Python 3.11, and the tables would then hide exactly what the test is about.)
+    """
+    escaped = "".join(repr(c)[1:-1] if c < " " or c in "\\'\x7f" else c for c in text)
+    return f"'{escaped}'"
+
+
+def format_trace(steps: list[Step], title: str = "stream, step by step",
+                 columns: tuple[str, str] = ("emitted", "expected")) -> str:
     """A fixed-width table of ``steps``, with the first disagreeing row marked."""
     first_bad = next((i for i, s in enumerate(steps) if s.emitted != s.expected), None)
-    header = f"{'step':>4}  {'input':<14} {'raw':<22} {'emitted':<20} expected"
+    header = f"{'step':>4}  {'input':<8} {'raw':<18} {columns[0]:<24} {columns[1]}"
     lines = [title + ":", header]
     for i, step in enumerate(steps):
-        raw = step.raw.hex(" ") if isinstance(step.raw, bytes) else repr(step.raw)
+        raw = step.raw.hex(" ") if isinstance(step.raw, bytes) else quote(step.raw)
         marker = "  <-- first difference" if i == first_bad else ""
-        lines.append(f"{i + 1:>4}  {step.label:<14} {raw:<22} {step.emitted!r:<20} {step.expected!r}{marker}")
+        lines.append(f"{i + 1:>4}  {step.label:<8} {raw:<18} {quote(step.emitted):<24} {quote(step.expected)}{marker}")
     return "\n".join(lines)

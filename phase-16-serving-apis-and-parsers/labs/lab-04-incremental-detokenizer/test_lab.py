@@ -20,7 +20,7 @@ from mini_vllm.hf import HFTokenizer, hf_bpe_tokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.testing.strategies import multilingual_text
 from mini_vllm.testing.tokenizers import CountingTokenizer
-from mini_vllm.testing.trace import Step, format_trace
+from mini_vllm.testing.trace import Step, format_trace, quote
 
 lab = load_lab("lab-04")
 
@@ -65,23 +65,25 @@ def check_stream(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[i
     """
     detok = lab.IncrementalDetokenizer(tokenizer, prompt, skip_special_tokens=skip)
     final = formula(tokenizer, prompt, output, skip)
-    shown, steps, problem = "", [], None
+    shown = required = ""
+    steps, problem = [], None
     for k, token_id in enumerate(output, start=1):
-        piece = detok.push(token_id)
-        shown += piece
+        shown += detok.push(token_id)
         so_far = formula(tokenizer, prompt, output[:k], skip)
         settled = not tokenizer.decode([*prompt, *output[:k]], skip_special_tokens=skip).endswith("\ufffd")
-        must_show = so_far if settled else final[: len(shown)]
-        steps.append(Step(str(token_id), tokenizer.decode([token_id]), piece, must_show[len(shown) - len(piece) :]))
+        required = so_far if settled else required  # the least that must be out by now
+        steps.append(Step(str(token_id), tokenizer.decode_single_token_bytes(token_id), shown, required))
         if problem is None and not final.startswith(shown):
-            problem = f"after token {k} the text shown, {shown!r}, is not how the answer {final!r} starts"
+            problem = f"after token {k} the text shown, {quote(shown)}, is not how the answer {quote(final)} starts"
         if problem is None and settled and shown != so_far:
-            problem = f"after token {k} nothing is ambiguous, but {so_far[len(shown):]!r} is still held back"
-    tail = detok.flush()
-    steps.append(Step("flush", "", tail, final[len(shown) :]))
-    if problem is None and shown + tail != final:
-        problem = f"pushes + flush give {shown + tail!r}, the batch formula gives {final!r}"
-    assert problem is None, problem + "\n" + format_trace(steps, "stream (expected: what must be shown by then)")
+            problem = f"after token {k} nothing is ambiguous, but {quote(so_far[len(shown):])} is still held back"
+    shown += detok.flush()
+    steps.append(Step("flush", b"", shown, final))
+    if problem is None and shown != final:
+        problem = f"pushes + flush give {quote(shown)}, the batch formula gives {quote(final)}"
+    if problem is not None:
+        table = format_trace(steps, "the stream, token by token", columns=("shown so far", "required by then"))
+        raise AssertionError(f"{problem}\n{table}")
 
 
 # ---------------------------------------------------------------- task 1: the window-diff
