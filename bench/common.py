@@ -51,20 +51,20 @@ def cost(rows: list[Row], method: str, tokens: int) -> float:
     return next(r.us_per_token for r in rows if r.method == method and r.tokens == tokens)
 
 
-def print_table(title: str, rows: list[Row], reference: str) -> None:
-    """µs per token for each method and stream length, with each method's ratio to ``reference``."""
+def print_table(title: str, rows: list[Row], reference: str, unit: str = "token") -> None:
+    """µs per ``unit`` for each method and stream length, with each method's ratio to ``reference``."""
     methods = list(dict.fromkeys(r.method for r in rows))
     sizes = sorted({r.tokens for r in rows})
     width = max(len(m) for m in methods) + 2
-    print(f"\n{title}\n" + "µs per token (× = relative to " + reference + ")")
-    print("tokens".rjust(8) + "".join(m.rjust(width + 8) for m in methods))
+    print(f"\n{title}\n" + f"µs per {unit} (× = relative to {reference})")
+    print(f"{unit}s".rjust(10) + "".join(m.rjust(width + 8) for m in methods))
     for n in sizes:
         base = cost(rows, reference, n)
         cells = [f"{cost(rows, m, n):8.2f} {cost(rows, m, n) / base:5.1f}×" for m in methods]
-        print(f"{n:8d}" + "".join(c.rjust(width + 8) for c in cells))
+        print(f"{n:10d}" + "".join(c.rjust(width + 8) for c in cells))
 
 
-def save_plot(name: str, title: str, rows: list[Row]) -> Path:
+def save_plot(name: str, title: str, rows: list[Row], unit: str = "token") -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -75,7 +75,7 @@ def save_plot(name: str, title: str, rows: list[Row]) -> Path:
     for method in dict.fromkeys(r.method for r in rows):
         points = sorted((r.tokens, r.us_per_token) for r in rows if r.method == method)
         ax.loglog([n for n, _ in points], [us for _, us in points], "o-", label=method)
-    ax.set(xlabel="tokens in the stream", ylabel="µs per token", title=title)
+    ax.set(xlabel=f"{unit}s in the stream", ylabel=f"µs per {unit}", title=title)
     ax.legend()
     path = OUT_DIR / f"{name}.png"
     fig.savefig(path, dpi=110, bbox_inches="tight")

@@ -27,6 +27,7 @@ class GradedTest:
     points: int
     passed: bool = True
     control: bool = False  # proves a bug is real; reported with max_score 0, never graded
+    composes: tuple[str, ...] = ()  # other labs this test runs (their code can fail first)
     failure: str = ""  # the exception's first line ("" when passed)
     details: str = ""  # the whole exception message, for results.json
 
@@ -46,8 +47,10 @@ class Grader:
             task = int(marker.args[0]) if marker else 0
             points = int(marker.kwargs.get("points", 1)) if marker and not control else 0
             titles = getattr(getattr(item, "module", None), "TASKS", {})
+            composes = item.get_closest_marker("composes")
             self.tests[item.nodeid] = GradedTest(
-                lab=lab, task=task, task_title=titles.get(task, ""), name=item.name, points=points, control=control
+                lab=lab, task=task, task_title=titles.get(task, ""), name=item.name, points=points, control=control,
+                composes=tuple(f"lab-{n}" for n in composes.args) if composes else (),
             )
 
     @pytest.hookimpl(wrapper=True)
@@ -109,6 +112,7 @@ class Grader:
                 "max_score": t.points,
                 "output": "" if t.passed else t.details,
                 "visibility": "visible",
+                "tags": [f"composes {lab}" for lab in t.composes],
             }
             for t in self.tests.values()
         ]
