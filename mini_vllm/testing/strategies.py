@@ -1,14 +1,17 @@
 """Hypothesis strategies shared by every lab's tests (one place, as in minitorch).
 
 The byte and text strategies lean towards the inputs that break streaming code:
-UTF-8 lead and continuation bytes, the invalid ones, and multi-byte characters.
+UTF-8 lead and continuation bytes, the invalid ones, and multi-byte characters. The
+tool-call strategy builds replies from known parts, so parsers can be checked exactly.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import pairwise
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
@@ -55,3 +58,47 @@ def split_at(whole: T, cuts: Sequence[int]) -> list[T]:
     """``whole`` cut at the given increasing positions (empty pieces dropped)."""
     bounds = [0, *cuts, len(whole)]
     return [whole[a:b] for a, b in pairwise(bounds) if a < b]
+
+
+# ---------------------------------------------------------------- tool-call replies
+
+TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
+# Prose made of the characters that trouble a tag parser: pieces of the tags, quotes, CJK, emoji.
+PROSE_CHARS = "ab <>/_tolcal\n\"{}你🫨é"
+
+
+@dataclass(frozen=True)
+class GeneratedReply:
+    """A model reply built from known parts, so a parser's answer can be checked exactly."""
+
+    text: str
+    prose: str  # all text outside the blocks, in order
+    calls: list[tuple[str, dict[str, Any]]]  # (name, arguments) of each block, in order
+    blocks: list[tuple[int, int]]  # [start, end) of each block in `text`, tags included
+
+
+def json_values() -> st.SearchStrategy[Any]:
+    """JSON values whose strings hold what breaks naive parsers: quotes, backslashes, end tags, CJK, emoji."""
+    pieces = [*'a "\\<>/_{}你好🫨\n', TOOL_END, TOOL_START]
+    tricky = st.lists(st.sampled_from(pieces), max_size=6).map("".join)
+    leaves = st.none() | st.booleans() | st.integers(-1000, 1000) | tricky
+    return st.recursive(leaves, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(tricky, inner, max_size=3),
+                        max_leaves=6)
+
+
+@st.composite
+def tool_call_replies(draw: st.DrawFn, max_calls: int = 3) -> GeneratedReply:
+    """Prose and well-formed tool-call blocks, interleaved, rendered the way a model writes them."""
+    names = st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
+    arguments = st.dictionaries(st.text("abc_", min_size=1, max_size=5), json_values(), max_size=3)
+    calls = draw(st.lists(st.tuples(names, arguments), max_size=max_calls))
+    prose_piece = st.text(PROSE_CHARS, max_size=12).filter(lambda s: TOOL_START not in s)
+    prose = [draw(prose_piece) for _ in range(len(calls) + 1)]
+    text, blocks = prose[0], []
+    for (name, arguments), after in zip(calls, prose[1:], strict=True):
+        body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=draw(st.booleans()))
+        padding = draw(st.sampled_from(["", "\n", " "]))
+        block = TOOL_START + padding + body + padding + TOOL_END
+        blocks.append((len(text), len(text) + len(block)))
+        text += block + after
+    return GeneratedReply(text, "".join(prose), calls, blocks)

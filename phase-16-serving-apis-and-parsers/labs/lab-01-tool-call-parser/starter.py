@@ -1,0 +1,98 @@
+"""Lab 01 starter: tool calls out of streamed model text (Hermes / Qwen format).
+
+Fill in the tasks below (see README.md, "Your task"). The value types are given
+complete. Run the tests with:
+
+    LAB_IMPL=starter pytest phase-16-serving-apis-and-parsers/labs/lab-01-tool-call-parser -q
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+START_TAG = "<tool_call>"
+END_TAG = "</tool_call>"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One structured call: the function's name and its arguments, parsed."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class ParsedOutput:
+    """A whole reply, parsed: the prose outside the blocks, and the calls in order."""
+
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+@dataclass
+class DeltaMessage:
+    """What one streaming step adds: more prose, and any calls whose block just closed."""
+
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+class ToolCallParseError(ValueError):
+    """A ``<tool_call>`` block that does not hold a well-formed call. Carries the raw block."""
+
+    def __init__(self, raw: str, reason: str) -> None:
+        super().__init__(f"malformed tool call ({reason}): {raw!r}")
+        self.raw = raw
+        self.reason = reason
+
+
+class ScanState(NamedTuple):
+    """Where the search for the end tag stopped, and whether it stopped inside a JSON string."""
+
+    position: int = 0
+    in_string: bool = False
+    escaped: bool = False
+
+
+FRESH_SCAN = ScanState()  # a scan that has not started: the default for a new block
+
+
+def parse_call(raw: str) -> ToolCall:
+    """The call in one block's body, or ``ToolCallParseError(raw, reason)`` saying what is wrong."""
+    raise NotImplementedError("lab-01 task 1: implement parse_call — see README, 'Your task'")
+
+
+def find_end_tag(body: str, state: ScanState = FRESH_SCAN) -> tuple[int | None, ScanState]:
+    """Index of ``END_TAG`` in ``body`` outside JSON strings, resuming from ``state``.
+
+    Returns ``(None, state)`` when the tag has not arrived yet; ``state`` then stops at
+    a ``<`` that might be the start of the tag, so the next call looks at it again.
+    """
+    raise NotImplementedError("lab-01 task 2: implement find_end_tag — see README, 'Your task'")
+
+
+def parse_tool_calls(text: str) -> ParsedOutput:
+    """Split a whole reply into its prose and its tool calls (an open block at the end:
+    accepted if its body is already a complete call, else an error)."""
+    raise NotImplementedError("lab-01 task 3: implement parse_tool_calls — see README, 'Your task'")
+
+
+class StreamingToolParser:
+    """``feed`` text deltas, ``finish`` at the end; each returns a ``DeltaMessage``.
+
+    All contents together must equal ``parse_tool_calls(whole).content`` and all calls
+    its ``tool_calls``, for every way of cutting the reply. Keep ``held_text`` (the prose
+    you are holding back) up to date: the tests read it. A ``feed`` that meets a
+    malformed call raises ``ToolCallParseError`` and must change nothing.
+    """
+
+    def __init__(self) -> None:
+        raise NotImplementedError("lab-01 task 4: implement StreamingToolParser.__init__ — see README, 'Your task'")
+
+    def feed(self, delta: str) -> DeltaMessage:
+        raise NotImplementedError("lab-01 task 4: implement StreamingToolParser.feed — see README, 'Your task'")
+
+    def finish(self) -> DeltaMessage:
+        raise NotImplementedError("lab-01 task 5: implement StreamingToolParser.finish — see README, 'Your task'")
