@@ -30,8 +30,9 @@ grade: install
 notebooks: install
 	$(PY) -m jupyter nbconvert --to html --execute --output-dir build/notebooks $(NOTEBOOKS)/*.ipynb
 
+## The OpenAI-compatible server on 127.0.0.1:8000, serving the LAB_IMPL you choose (default: the solution).
 serve: install
-	@echo "The OpenAI-compatible server arrives with lab-02."; exit 1
+	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
 
 ## Benchmarks: per-token cost as ratios against naive versions and real peers.
 bench: install

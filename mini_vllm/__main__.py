@@ -1,0 +1,25 @@
+"""``python -m mini_vllm serve [--port N] [--tokenizer byte|bpe] [--delay SECONDS]``."""
+
+from __future__ import annotations
+
+import argparse
+
+from mini_vllm.labs import describe_choice
+from mini_vllm.serving import serve
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m mini_vllm", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="the OpenAI-compatible server, with the pipeline LAB_IMPL selects")
+    run.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
+    run.add_argument("--port", type=int, default=8000)
+    run.add_argument("--tokenizer", choices=["byte", "bpe"], default="bpe")
+    run.add_argument("--delay", type=float, default=0.0, help="seconds per token, to watch a stream arrive")
+    args = parser.parse_args()
+    print(describe_choice())
+    serve(args.host, args.port, args.tokenizer, args.delay)
+
+
+if __name__ == "__main__":
+    main()

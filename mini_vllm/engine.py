@@ -1,0 +1,89 @@
+"""The teaching engine: runs requests concurrently, one token per step, with abort.
+
+It stands where vLLM's ``AsyncLLM`` stands: the server hands it a prompt and sampling
+parameters and reads back token ids. It knows nothing about text; turning ids into
+text (and noticing stop strings and tool calls) is the output pipeline's job, lab-02.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from mini_vllm.kv_pool import BlockPool
+from mini_vllm.sampling import SamplingParams
+from mini_vllm.toy_model import ToyModel
+
+
+@dataclass(frozen=True)
+class EngineOutput:
+    """One generated token; ``finish_reason`` is set on the last one ("stop" at EOS, "length" at max_tokens)."""
+
+    token_id: int
+    finish_reason: str | None = None
+
+
+@dataclass
+class EngineStats:
+    finished: list[str] = field(default_factory=list)
+    aborted: list[str] = field(default_factory=list)
+
+
+class Engine:
+    def __init__(self, model: ToyModel, pool: BlockPool | None = None, token_delay_s: float = 0.0) -> None:
+        self.model = model
+        self.tokenizer = model.tokenizer
+        self.pool = pool or BlockPool()
+        self.token_delay_s = token_delay_s
+        self.stats = EngineStats()
+        self._running: set[str] = set()
+
+    @property
+    def running(self) -> frozenset[str]:
+        return frozenset(self._running)
+
+    def admit(self, request_id: str, num_prompt_tokens: int) -> None:
+        """Take the blocks for the prompt and the first token, or raise NoFreeBlocks (the server's 503)."""
+        self.pool.reserve(request_id, num_prompt_tokens + 1)
+        self._running.add(request_id)
+
+    async def generate(self, request_id: str, prompt_ids: Sequence[int], user_message: str,
+                       params: SamplingParams) -> AsyncIterator[EngineOutput]:
+        """Stream the reply's token ids. Leaving early (break, cancellation) aborts the request.
+
+        Before handing out a token, the engine makes room for the next one; if the pool is
+        full, this token is the last, with finish reason "length", as when max_tokens runs out.
+        """
+        if request_id not in self._running:
+            self.admit(request_id, len(prompt_ids))
+        reply = self.model.reply_ids(user_message)
+        finished = False
+        try:
+            for step, token_id in enumerate(reply, start=1):
+                # Yield to the event loop every token, so other requests and disconnects get a turn.
+                await asyncio.sleep(self.token_delay_s)
+                if token_id == self.tokenizer.eos_token_id:
+                    reason: str | None = "stop"
+                elif step >= params.max_tokens or not self.pool.try_reserve(request_id, len(prompt_ids) + step + 1):
+                    reason = "length"
+                else:
+                    reason = None
+                finished = reason is not None
+                yield EngineOutput(token_id, reason)
+                if finished:
+                    return
+        finally:
+            self._release(request_id, aborted=not finished)
+
+    def abort(self, request_id: str) -> None:
+        """Stop a request now and free its blocks (the server calls this on a stop string or a disconnect)."""
+        if request_id in self._running:
+            self._release(request_id, aborted=True)
+
+    def _release(self, request_id: str, aborted: bool) -> None:
+        if request_id not in self._running:
+            return
+        self._running.discard(request_id)
+        self.pool.free(request_id)
+        (self.stats.aborted if aborted else self.stats.finished).append(request_id)

@@ -1,0 +1,71 @@
+"""Building and running the server: the engine from a tokenizer name, uvicorn, and a background
+server for tests, notebooks and benchmarks (a real server on a real 127.0.0.1 socket)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from types import ModuleType, TracebackType
+
+import uvicorn
+
+from mini_vllm.bpe_tokenizer import BPETokenizer
+from mini_vllm.byte_tokenizer import ByteTokenizer
+from mini_vllm.engine import Engine
+from mini_vllm.kv_pool import BlockPool
+from mini_vllm.server import create_app
+from mini_vllm.toy_model import ToyModel
+
+MODEL_NAME = "mini-vllm"
+
+
+def build_engine(tokenizer: str = "bpe", token_delay_s: float = 0.0, seed: int = 0) -> Engine:
+    if tokenizer not in ("byte", "bpe"):
+        raise ValueError(f"tokenizer must be 'byte' or 'bpe', got {tokenizer!r}")
+    chosen = ByteTokenizer() if tokenizer == "byte" else BPETokenizer.from_file()
+    return Engine(ToyModel(chosen, seed=seed), BlockPool(), token_delay_s=token_delay_s)
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, tokenizer: str = "bpe", token_delay_s: float = 0.0) -> None:
+    """Run in the foreground until interrupted (``make serve``)."""
+    app = create_app(build_engine(tokenizer, token_delay_s), MODEL_NAME)
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+class BackgroundServer:
+    """The real server in a background thread, on a free 127.0.0.1 port; a context manager.
+
+    >>> with BackgroundServer(build_engine("byte")) as server:
+    ...     server.base_url  # e.g. http://127.0.0.1:40123/v1
+    """
+
+    def __init__(self, engine: Engine, pipeline: ModuleType | None = None, model_name: str = MODEL_NAME) -> None:
+        self.engine = engine
+        self.model_name = model_name
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("127.0.0.1", 0))  # bound before uvicorn starts: no race for the port
+        self.port = self._socket.getsockname()[1]
+        config = uvicorn.Config(create_app(engine, model_name, pipeline), log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> BackgroundServer:
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the background server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._socket.close()

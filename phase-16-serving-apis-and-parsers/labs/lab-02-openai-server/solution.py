@@ -1,0 +1,148 @@
+"""Lab 02 reference solution: the output pipeline behind an OpenAI-compatible server.
+
+Engine token ids go through three hold-back stages, each from its own lab, loaded
+through the LAB_IMPL loader (so the server runs whoever's code LAB_IMPL chooses):
+
+    token id -> detokenizer (lab-03 bytes / lab-04 BPE) -> stop strings (lab-05)
+             -> tool-call parser (lab-01, chat only) -> StepOutput -> OpenAI chunks
+
+Each stage only ever passes on text it is sure of, so the stages compose without
+knowing about each other: the stop checker never sees half a character, and the tool
+parser never sees text past a stop string.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mini_vllm.byte_tokenizer import ByteTokenizer
+from mini_vllm.labs import load_lab
+from mini_vllm.sampling import SamplingParams
+from mini_vllm.tokenizer_base import Tokenizer
+
+
+@dataclass
+class StepOutput:
+    """What one engine step (or the end of the stream) adds to the reply."""
+
+    text: str = ""
+    tool_calls: list[Any] = field(default_factory=list)  # lab-01 ToolCall objects
+    finish_reason: str | None = None  # only on the last output: "stop", "length" or "tool_calls"
+    stop_reason: str | None = None  # the stop string that ended the reply, if one did
+
+
+class OutputPipeline:
+    """Turns one request's token ids into text and tool calls, with OpenAI's finish reasons."""
+
+    def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int], params: SamplingParams,
+                 parse_tool_calls: bool) -> None:
+        self._detokenize: Callable[[int], str]
+        self._flush_text: Callable[[], str]
+        if isinstance(tokenizer, ByteTokenizer):  # one byte per token: the byte-level detokenizer
+            detokenizer = load_lab("lab-03").StreamingDetokenizer(tokenizer)
+            self._detokenize, self._flush_text = detokenizer.feed, detokenizer.flush
+        else:  # BPE: the window-diff detokenizer on tokenizer.decode
+            detokenizer = load_lab("lab-04").IncrementalDetokenizer(
+                tokenizer, prompt_ids, skip_special_tokens=params.skip_special_tokens)
+            self._detokenize, self._flush_text = detokenizer.push, detokenizer.flush
+        self._stops = load_lab("lab-05").StopStringChecker(list(params.stop), params.include_stop_str_in_output)
+        self._tools = load_lab("lab-01") if parse_tool_calls else None
+        self._tool_parser = self._tools.StreamingToolParser() if self._tools else None
+        self._made_calls = False
+
+    @property
+    def stopped(self) -> bool:
+        """A stop string has matched: the reply is over, whatever the engine does next."""
+        return bool(self._stops.stopped)
+
+    def push(self, token_id: int) -> StepOutput:
+        return self._route(self._stops.feed(self._detokenize(token_id)))
+
+    def finish(self, engine_finish_reason: str) -> StepOutput:
+        """The engine is done ("stop" at EOS, "length" at max_tokens): release every hold-back."""
+        cut_by_length = engine_finish_reason == "length" and not self.stopped
+        out = self._route(self._stops.feed(self._flush_text()) + self._stops.flush())
+        if self._tool_parser is not None:
+            try:
+                last = self._tool_parser.finish()
+                out.text, out.tool_calls = out.text + last.content, out.tool_calls + last.tool_calls
+            except self._tools.ToolCallParseError as error:  # type: ignore[union-attr]
+                if not cut_by_length:
+                    raise
+                # max_tokens ran out inside a call: show what the model wrote rather than lose it
+                out.text += self._tools.START_TAG + error.raw  # type: ignore[union-attr]
+        self._made_calls = self._made_calls or bool(out.tool_calls)
+        out.stop_reason = self._stops.stop_reason
+        out.finish_reason = "length" if cut_by_length else "tool_calls" if self._made_calls else "stop"
+        return out
+
+    def _route(self, text: str) -> StepOutput:
+        if self._tool_parser is None or not text:
+            return StepOutput(text)
+        delta = self._tool_parser.feed(text)
+        self._made_calls = self._made_calls or bool(delta.tool_calls)
+        return StepOutput(delta.content, list(delta.tool_calls))
+
+
+class ChunkFormatter:
+    """Turns StepOutputs into OpenAI streaming chunks: ``chat.completion.chunk`` or ``text_completion``."""
+
+    def __init__(self, kind: str, request_id: str, model: str, created: int) -> None:
+        if kind not in ("chat", "completion"):
+            raise ValueError(f"kind must be 'chat' or 'completion', got {kind!r}")
+        self.kind, self.request_id, self.model, self.created = kind, request_id, model, created
+        self._sent_role = False
+        self._calls_sent = 0
+
+    def chunks(self, out: StepOutput) -> list[dict[str, Any]]:
+        """The chunks for one StepOutput; never one whose only news is empty text."""
+        if self.kind == "completion":
+            pieces = [self._choice({"text": out.text})] if out.text else []
+            if out.finish_reason:
+                pieces.append(self._choice({"text": ""}, out.finish_reason, out.stop_reason))
+            return [self._chunk(choice) for choice in pieces]
+        deltas: list[dict[str, Any]] = []
+        if not self._sent_role:  # the first chunk of a chat stream says who is speaking
+            deltas.append({"role": "assistant"})
+            self._sent_role = True
+        if out.text:
+            if deltas:
+                deltas[0]["content"] = out.text
+            else:
+                deltas.append({"content": out.text})
+        deltas.extend({"tool_calls": [self._tool_call_entry(call)]} for call in out.tool_calls)
+        choices = [self._choice({"delta": delta}) for delta in deltas]
+        if out.finish_reason:
+            choices.append(self._choice({"delta": {}}, out.finish_reason, out.stop_reason))
+        return [self._chunk(choice) for choice in choices]
+
+    def _tool_call_entry(self, call: Any) -> dict[str, Any]:
+        index = self._calls_sent
+        self._calls_sent += 1
+        return {"index": index, "id": f"call_{self.request_id.split('-')[-1][:16]}_{index}", "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+
+    def _choice(self, body: dict[str, Any], finish_reason: str | None = None,
+                stop_reason: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, **body, "logprobs": None, "finish_reason": finish_reason}
+        if finish_reason:
+            choice["stop_reason"] = stop_reason
+        return choice
+
+    def _chunk(self, choice: dict[str, Any]) -> dict[str, Any]:
+        return {"id": self.request_id, "object": self._object, "created": self.created, "model": self.model,
+                "choices": [choice]}
+
+    @property
+    def _object(self) -> str:
+        return "chat.completion.chunk" if self.kind == "chat" else "text_completion"
+
+    def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+        """The extra last chunk of ``stream_options.include_usage``: no choices, just the counts."""
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
+        return {"id": self.request_id, "object": self._object, "created": self.created, "model": self.model,
+                "choices": [], "usage": usage}

@@ -1,0 +1,336 @@
+"""Lab 02 tests: the real server on 127.0.0.1, the official openai client, your pipeline inside.
+
+Run against your code:  LAB_IMPL=starter pytest phase-16-serving-apis-and-parsers/labs/lab-02-openai-server -q
+The server loads lab-02 (and through it labs 01, 03, 04, 05) with the LAB_IMPL loader,
+so these tests exercise your whole pipeline. A stub reached inside the server comes
+back as HTTP 501, and the tests raise it here as the NotImplementedError it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from mini_vllm import BPETokenizer, ByteTokenizer
+from mini_vllm.labs import load_lab
+from mini_vllm.sampling import SamplingParams
+from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
+from mini_vllm.testing.trace import Step, format_trace
+from mini_vllm.toy_model import OSAKA_CALL, PARIS_CALL, WEATHER_CALL, script_for
+
+lab = load_lab("lab-02")
+
+TASKS = {
+    1: "OutputPipeline.push: token ids to text, through labs 03/04, 05 and 01",
+    2: "OutputPipeline.finish: the tail and the finish reason",
+    3: "ChunkFormatter.chunks: OpenAI chunks on the wire",
+}
+pytestmark = pytest.mark.composes("01", "03", "04", "05")
+
+TOKENIZERS = ["byte", "bpe"]
+TEXT_PROMPTS = ["hello", "japanese", "chinese", "emoji"]
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module", params=TOKENIZERS)
+def server(request: pytest.FixtureRequest) -> Iterator[BackgroundServer]:
+    with BackgroundServer(build_engine(request.param)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def slow_server() -> Iterator[BackgroundServer]:
+    """5 ms per token: slow enough to hang up in the middle of a reply."""
+    with BackgroundServer(build_engine("byte", token_delay_s=0.005)) as running:
+        yield running
+
+
+def client(server: BackgroundServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key="not-needed", max_retries=0, timeout=30)
+
+
+@contextlib.contextmanager
+def stubs_raise() -> Iterator[None]:
+    """Turn the server's report of a stub (HTTP 501, or an error event mid-stream) back into NotImplementedError."""
+    try:
+        yield
+    except openai.APIError as error:
+        if "NotImplementedError" in str(error) or getattr(error, "status_code", None) == 501:
+            raise NotImplementedError(str(error)) from error
+        raise
+
+
+def ask(server: BackgroundServer, prompt: str, **options: Any) -> Any:
+    with stubs_raise():
+        return client(server).chat.completions.create(
+            model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], **options)
+
+
+def stream_chat(server: BackgroundServer, prompt: str, **options: Any) -> list[Any]:
+    with stubs_raise():
+        return list(ask(server, prompt, stream=True, **options))
+
+
+def reassemble(chunks: list[Any]) -> tuple[str, list[Any], str | None]:
+    """What a client makes of a stream: the text, the tool-call entries, the finish reason."""
+    text, calls, finish = "", [], None
+    for chunk in chunks:
+        for choice in chunk.choices:
+            delta = getattr(choice, "delta", None)
+            if delta is not None:  # chat
+                text += delta.content or ""
+                calls += delta.tool_calls or []
+            else:  # completion
+                text += choice.text or ""
+            finish = choice.finish_reason or finish
+    return text, calls, finish
+
+
+def raw_sse(server: BackgroundServer, body: dict[str, Any], path: str = "/chat/completions") -> list[str]:
+    """The exact lines on the wire, for the tests about framing."""
+    with httpx.stream("POST", server.base_url + path, json={"model": MODEL_NAME, **body}, timeout=30) as response:
+        if response.status_code == 501:
+            raise NotImplementedError(response.read().decode())
+        assert response.status_code == 200, response.read()
+        return list(response.iter_lines())
+
+
+def events(lines: list[str]) -> list[Any]:
+    payloads = [line.removeprefix("data: ") for line in lines if line.startswith("data: ")]
+    found = [json.loads(p) for p in payloads if p != "[DONE]"]
+    for event in found:
+        if "error" in event and "NotImplementedError" in event["error"]["message"]:
+            raise NotImplementedError(event["error"]["message"])
+    return found
+
+
+# --------------------------------------------------- task 1: text through the pipeline
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize("tokenizer", [ByteTokenizer(), BPETokenizer.from_file()], ids=TOKENIZERS)
+@pytest.mark.parametrize("prompt", TEXT_PROMPTS)
+def test_pipeline_alone_reassembles_the_reply(tokenizer: Any, prompt: str) -> None:
+    """No server: token ids in, text out, and every piece whole."""
+    reply = script_for(prompt)
+    ids = [*tokenizer.encode(reply), tokenizer.eos_token_id]
+    pipeline = lab.OutputPipeline(tokenizer, tokenizer.encode(prompt), SamplingParams(), parse_tool_calls=True)
+    outputs = [pipeline.push(i) for i in ids]
+    last = pipeline.finish("stop")
+    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, "")
+             for i, out in zip(ids, outputs, strict=True)]
+    assert "".join(o.text for o in outputs) + last.text == reply, format_trace(steps, "pipeline", ("text", ""))
+    assert not any("\ufffd" in o.text for o in outputs), format_trace(steps, "pipeline", ("text", ""))
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize("prompt", TEXT_PROMPTS)
+def test_streamed_chat_reassembles_exactly(server: BackgroundServer, prompt: str) -> None:
+    chunks = stream_chat(server, prompt)
+    text, _, finish = reassemble(chunks)
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert text == script_for(prompt), "the streamed deltas must add up to the reply, byte for byte"
+    assert not any("\ufffd" in piece for piece in pieces), f"a broken character reached the client: {pieces}"
+    assert finish == "stop"
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize("prompt", ["japanese", "emoji"])
+def test_streamed_completion_reassembles_exactly(server: BackgroundServer, prompt: str) -> None:
+    with stubs_raise():
+        chunks = list(client(server).completions.create(model=MODEL_NAME, prompt=prompt, stream=True))
+    text, _, finish = reassemble(chunks)
+    assert text == script_for(prompt) and finish == "stop"
+    assert all(c.object == "text_completion" for c in chunks)
+
+
+@pytest.mark.task(1)
+def test_sixteen_concurrent_clients_each_get_their_own_reply(server: BackgroundServer) -> None:
+    prompts = [["hello", "japanese", "chinese", "emoji"][i % 4] + f" #{i}" for i in range(16)]
+
+    def one(prompt: str) -> tuple[str, str]:
+        return prompt, reassemble(stream_chat(server, prompt))[0]
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(one, prompts))
+    wrong = [(p, text) for p, text in results if text != script_for(p)]
+    assert not wrong, f"replies got mixed up or broken: {wrong[:2]}"
+
+
+@pytest.mark.task(1)
+def test_client_disconnect_aborts_the_request_and_frees_its_blocks(slow_server: BackgroundServer) -> None:
+    engine = slow_server.engine
+    free_before = engine.pool.num_free_blocks
+    body = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "long"}], "stream": True})
+    with socket.create_connection(("127.0.0.1", slow_server.port), timeout=10) as raw:
+        raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode()))
+        received = b""
+        while received.count(b"data: ") < 3:
+            piece = raw.recv(4096)
+            assert piece, f"the server closed the stream early: {received[:300]!r}"
+            received += piece
+            if b" 501 " in received.split(b"\r\n", 1)[0]:
+                raise NotImplementedError(received.decode(errors="replace"))
+        running = set(engine.running)
+        assert running and engine.pool.num_free_blocks < free_before, "mid-stream, the request should hold KV blocks"
+    deadline = time.monotonic() + 10  # we hung up: the server must notice and abort
+    while (engine.running or engine.pool.num_free_blocks != free_before) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not engine.running, "the request is still generating for a client that left"
+    assert engine.pool.num_free_blocks == free_before, "the aborted request did not give its KV blocks back"
+    assert running <= set(engine.stats.aborted)
+
+
+# ------------------------------------------------------ task 2: the tail and the finish reason
+
+
+@pytest.mark.task(2)
+def test_stop_string_is_honoured(server: BackgroundServer) -> None:
+    text, _, finish = reassemble(stream_chat(server, "stop", stop=["STOP"]))
+    assert (text, finish) == ("Counting: one, two, three. ", "stop")
+    whole = ask(server, "stop", stop=["STOP"])
+    assert whole.choices[0].message.content == text and whole.choices[0].finish_reason == "stop"
+
+
+@pytest.mark.task(2)
+def test_include_stop_str_in_output(server: BackgroundServer) -> None:
+    text, _, _ = reassemble(stream_chat(server, "stop", stop=["STOP"], extra_body={"include_stop_str_in_output": True}))
+    assert text == "Counting: one, two, three. STOP"
+
+
+@pytest.mark.task(2)
+def test_max_tokens_gives_length(server: BackgroundServer) -> None:
+    text, _, finish = reassemble(stream_chat(server, "hello", max_tokens=5))
+    assert finish == "length" and script_for("hello").startswith(text.rstrip("\ufffd"))
+
+
+@pytest.mark.task(2)
+def test_length_inside_a_tool_call_is_still_length(server: BackgroundServer) -> None:
+    reply = script_for("weather")
+    tokens_to_inside = len(server.engine.tokenizer.encode(reply[: reply.index('"unit"')]))
+    text, calls, finish = reassemble(stream_chat(server, "weather", max_tokens=tokens_to_inside))
+    assert finish == "length" and not calls, "a call cut off by max_tokens is not a call"
+    assert text.startswith("Let me check the weather for you.<tool_call>"), f"what the model wrote was lost: {text!r}"
+
+
+@pytest.mark.task(2)
+def test_tool_call_arrives_structured(server: BackgroundServer) -> None:
+    chunks = stream_chat(server, "weather")
+    text, calls, finish = reassemble(chunks)
+    assert text == "Let me check the weather for you." and finish == "tool_calls"
+    assert len(calls) == 1
+    entry = calls[0]
+    assert (entry.index, entry.type, entry.function.name) == (0, "function", WEATHER_CALL["name"]) and entry.id
+    assert json.loads(entry.function.arguments) == WEATHER_CALL["arguments"]
+    assert "東京" in entry.function.arguments, "arguments are serialised with ensure_ascii=False"
+
+
+@pytest.mark.task(2)
+def test_two_tool_calls_with_prose_between(server: BackgroundServer) -> None:
+    text, calls, finish = reassemble(stream_chat(server, "two tools"))
+    assert text == "I will check both cities.  And then:  Done." and finish == "tool_calls"
+    assert [c.index for c in calls] == [0, 1] and len({c.id for c in calls}) == 2
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
+        (PARIS_CALL["name"], PARIS_CALL["arguments"]), (OSAKA_CALL["name"], OSAKA_CALL["arguments"])]
+
+
+# ------------------------------------------------------------ task 3: OpenAI chunks on the wire
+
+
+@pytest.mark.task(3)
+def test_sse_framing_and_the_first_chunk(server: BackgroundServer) -> None:
+    lines = raw_sse(server, {"messages": [{"role": "user", "content": "emoji"}], "stream": True})
+    data = [line for line in lines if line]
+    assert all(line.startswith("data: ") for line in data), "every event is one 'data: {json}' line"
+    assert data[-1] == "data: [DONE]", "the stream ends with data: [DONE]"
+    chunks = events(lines)
+    assert chunks[0]["object"] == "chat.completion.chunk"
+    assert chunks[0]["choices"][0]["delta"].get("role") == "assistant", "the first chunk says who is speaking"
+    assert all(c["id"] == chunks[0]["id"] for c in chunks), "one id for the whole stream"
+
+
+@pytest.mark.task(3)
+def test_no_empty_content_deltas(server: BackgroundServer) -> None:
+    for prompt in ("japanese", "weather"):
+        chunks = events(raw_sse(server, {"messages": [{"role": "user", "content": prompt}], "stream": True}))
+        empty = [c for c in chunks for ch in c["choices"]
+                 if ch["delta"].get("content") == "" or (not ch["delta"] and not ch["finish_reason"])]
+        assert not empty, f"{prompt}: chunks with nothing to say: {empty[:2]}"
+
+
+@pytest.mark.task(3)
+def test_include_usage_sends_a_last_usage_chunk(server: BackgroundServer) -> None:
+    chunks = events(raw_sse(server, {"messages": [{"role": "user", "content": "hello"}], "stream": True,
+                                     "stream_options": {"include_usage": True}}))
+    usage = chunks[-1]
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] > 0
+    assert usage["usage"]["total_tokens"] == usage["usage"]["prompt_tokens"] + usage["usage"]["completion_tokens"]
+    assert all("usage" not in c or c["usage"] is None for c in chunks[:-1])
+
+
+@pytest.mark.task(3)
+@pytest.mark.parametrize("prompt", ["japanese", "emoji", "two tools"])
+def test_non_streamed_response_equals_the_streamed_one(server: BackgroundServer, prompt: str) -> None:
+    text, calls, finish = reassemble(stream_chat(server, prompt))
+    whole = ask(server, prompt).choices[0]
+    assert (whole.message.content or "", whole.finish_reason) == (text, finish)
+    assert [(c.function.name, c.function.arguments) for c in whole.message.tool_calls or []] == [
+        (c.function.name, c.function.arguments) for c in calls]
+
+
+@pytest.mark.task(3)
+def test_completion_chunks(server: BackgroundServer) -> None:
+    chunks = events(raw_sse(server, {"prompt": "chinese", "stream": True}, path="/completions"))
+    assert all(c["object"] == "text_completion" and "text" in c["choices"][0] for c in chunks)
+    assert not any(c["choices"][0]["text"] == "" and not c["choices"][0]["finish_reason"] for c in chunks)
+    assert "".join(c["choices"][0]["text"] for c in chunks) == script_for("chinese")
+    with stubs_raise():
+        whole = client(server).completions.create(model=MODEL_NAME, prompt="chinese")
+    assert whole.choices[0].text == script_for("chinese") and whole.usage.completion_tokens > 0
+
+
+# -------------------------------------------------------------------------- control
+
+
+class PerTokenPipeline:
+    """The naive server: each token decoded on its own and sent at once."""
+
+    def __init__(self, tokenizer: Any, prompt_ids: Any, params: Any, parse_tool_calls: bool) -> None:
+        self.tokenizer, self.stopped = tokenizer, False
+
+    def push(self, token_id: int) -> SimpleNamespace:
+        return SimpleNamespace(text=self.tokenizer.decode([token_id], skip_special_tokens=True), finish_reason=None)
+
+    def finish(self, reason: str) -> SimpleNamespace:
+        return SimpleNamespace(text="", finish_reason=reason)
+
+
+class PlainFormatter:
+    def __init__(self, kind: str, request_id: str, model: str, created: int) -> None:
+        self.base = {"id": request_id, "object": "chat.completion.chunk", "created": created, "model": model}
+
+    def chunks(self, out: SimpleNamespace) -> list[dict[str, Any]]:
+        return [{**self.base, "choices": [{"index": 0, "delta": {"content": out.text},
+                                           "finish_reason": out.finish_reason}]}]
+
+
+@pytest.mark.control
+def test_a_server_that_decodes_each_token_sends_broken_characters() -> None:
+    naive = SimpleNamespace(OutputPipeline=PerTokenPipeline, ChunkFormatter=PlainFormatter)
+    with BackgroundServer(build_engine("byte"), pipeline=naive) as running:  # type: ignore[arg-type]
+        text, _, _ = reassemble(list(client(running).chat.completions.create(
+            model=MODEL_NAME, messages=[{"role": "user", "content": "japanese"}], stream=True)))
+    assert "\ufffd" in text and text != script_for("japanese"), "the client received replacement characters"

@@ -1,0 +1,160 @@
+"""The server shell and the engine kit: request checks, error bodies, models, the CLI, blocks, abort.
+
+These run against the reference pipeline: the shell is mini_vllm's job, not a lab's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+from mini_vllm.engine import Engine
+from mini_vllm.kv_pool import BlockPool, NoFreeBlocks
+from mini_vllm.labs import load_lab
+from mini_vllm.sampling import InvalidRequest, SamplingParams
+from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
+from mini_vllm.toy_model import SCRIPTS, ToyModel, script_for
+
+SOLUTION = load_lab("lab-02", "solution")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BackgroundServer]:
+    with BackgroundServer(build_engine("bpe"), pipeline=SOLUTION) as running:
+        yield running
+
+
+def client(server: BackgroundServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key="not-needed", max_retries=0, timeout=30)
+
+
+def test_health_and_models(server: BackgroundServer) -> None:
+    assert httpx.get(server.base_url.removesuffix("/v1") + "/health").json() == {"status": "ok"}
+    assert [m.id for m in client(server).models.list()] == [MODEL_NAME]
+
+
+@pytest.mark.parametrize(("options", "param", "words"), [
+    ({"messages": []}, "messages", "non-empty"),
+    ({"max_tokens": 0}, "max_tokens", ">= 1"),
+    ({"stop": ["ok", ""]}, "stop", "empty"),
+    ({"n": 2}, "n", "n=1"),
+    ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role", "role"),
+], ids=["no-messages", "max-tokens-0", "empty-stop", "n-2", "bad-role"])
+def test_bad_requests_get_400_with_openai_error_bodies(server: BackgroundServer, options: dict[str, object],
+                                                       param: str, words: str) -> None:
+    request = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}], **options}
+    with pytest.raises(openai.BadRequestError) as raised:
+        client(server).chat.completions.create(**request)  # type: ignore[call-overload]
+    error = raised.value.body
+    assert isinstance(error, dict) and error["param"] == param and words in error["message"], error
+    assert error["type"] == "invalid_request_error"
+
+
+def test_body_that_is_not_json_gets_400(server: BackgroundServer) -> None:
+    response = httpx.post(server.base_url + "/chat/completions", content=b'{"model": "mini-vllm", "messages": [',
+                          headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+    assert "not valid JSON" in response.json()["error"]["message"]
+
+
+def test_unknown_model_gets_404(server: BackgroundServer) -> None:
+    with pytest.raises(openai.NotFoundError) as raised:
+        client(server).chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "hi"}])
+    assert "gpt-9" in str(raised.value)
+
+
+def test_cli_serves_on_127_0_0_1(tmp_path: object) -> None:
+    with BackgroundServer(build_engine("byte")) as probe:  # borrow a free port, then release it
+        port = probe.port
+    env = {**os.environ, "LAB_IMPL": "solution"}
+    process = subprocess.Popen([sys.executable, "-m", "mini_vllm", "serve", "--port", str(port), "--tokenizer", "byte"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).json() == {"status": "ok"}
+                break
+            except (httpx.TransportError, AssertionError):
+                assert time.monotonic() < deadline and process.poll() is None, "the CLI server did not come up"
+                time.sleep(0.1)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+# --------------------------------------------------------------------------- engine kit
+
+
+@pytest.mark.parametrize("bad", [{"max_tokens": 0}, {"max_tokens": True}, {"n": 3}, {"stop": ("",)},
+                                 {"stop": (3,)}, {"skip_special_tokens": "yes"}], ids=repr)
+def test_sampling_params_refuse_bad_values(bad: dict[str, object]) -> None:
+    with pytest.raises(InvalidRequest) as raised:
+        SamplingParams(**bad)  # type: ignore[arg-type]
+    assert raised.value.param == next(iter(bad))
+
+
+def test_block_pool_accounting() -> None:
+    pool = BlockPool(num_blocks=4, block_size=16)
+    pool.reserve("a", 17)
+    assert (pool.blocks_held("a"), pool.num_free_blocks) == (2, 2)
+    pool.reserve("a", 20)  # still fits in two blocks
+    assert pool.num_free_blocks == 2
+    with pytest.raises(NoFreeBlocks):
+        pool.reserve("b", 48)
+    assert pool.free("a") == 2 and pool.num_free_blocks == 4
+
+
+def test_engine_streams_the_script_and_frees_blocks_when_done() -> None:
+    engine = build_engine("byte")
+
+    async def run() -> list[int]:
+        return [out.token_id async for out in engine.generate("r1", [1, 2, 3], "emoji", SamplingParams())]
+
+    ids = asyncio.run(run())
+    assert engine.tokenizer.decode(ids, skip_special_tokens=True) == script_for("emoji")
+    assert engine.pool.num_free_blocks == engine.pool.num_blocks and engine.stats.finished == ["r1"]
+
+
+def test_engine_abort_frees_blocks_at_once() -> None:
+    engine = Engine(ToyModel(build_engine("byte").tokenizer), BlockPool(num_blocks=64))  # 1,024 tokens
+
+    async def run() -> None:
+        stream = engine.generate("r1", list(range(40)), "long", SamplingParams(max_tokens=1000))
+        async for out in stream:
+            if out.token_id and engine.pool.num_free_blocks < 64 - 3:
+                break
+        assert engine.running == {"r1"}
+        engine.abort("r1")
+        await stream.aclose()
+
+    asyncio.run(run())
+    assert engine.pool.num_free_blocks == 64 and engine.stats.aborted == ["r1"] and not engine.running
+
+
+def test_toy_model_scripts_are_chosen_by_keyword_and_deterministic() -> None:
+    assert script_for("please, japanese") == SCRIPTS["japanese"]
+    assert script_for("what's the weather?") == SCRIPTS["weather"]
+    assert script_for("hi", seed=1) == script_for("hi", seed=1)
+
+
+def test_a_full_kv_cache_ends_a_reply_with_length_and_refuses_new_work_with_503() -> None:
+    engine = Engine(ToyModel(build_engine("byte").tokenizer), BlockPool(num_blocks=8, block_size=16))  # 128 tokens
+    with BackgroundServer(engine, pipeline=SOLUTION) as running:
+        reply = client(running).chat.completions.create(
+            model=MODEL_NAME, messages=[{"role": "user", "content": "long"}], max_tokens=10_000)
+        assert reply.choices[0].finish_reason == "length", "out of KV blocks: the reply ends, flagged as cut"
+        assert script_for("long").startswith(reply.choices[0].message.content or "")
+        assert engine.pool.num_free_blocks == 8 and not engine.running
+        with pytest.raises(openai.InternalServerError) as raised:  # a prompt that cannot fit at all
+            client(running).chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "x" * 200}])
+        assert raised.value.status_code == 503 and "KV cache is full" in str(raised.value)
