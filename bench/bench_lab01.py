@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
+from collections.abc import Callable
 
-from bench.common import Row, cost, print_table, save_plot
+from bench.common import Feeder, per_char_report, stream_us_per_char, tail_us_per_char
 from mini_vllm.labs import load_lab
 
 SIZES = (10_000, 100_000, 1_000_000)
@@ -39,48 +39,24 @@ class ReparseParser:
             self.lab.parse_tool_calls(self.seen)
 
 
-def chunks_of(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def solution_us_per_char(text: str, size: int) -> float:
+def solution(text: str, size: int) -> float:
     lab = load_lab("lab-01")
-    chunks = chunks_of(text, size)
-    best = float("inf")
-    for _ in range(3 if len(text) <= 100_000 else 1):
+
+    def start() -> tuple[Feeder, Callable[[], object]]:
         parser = lab.StreamingToolParser()
-        feed = parser.feed
-        began = time.perf_counter()
-        for chunk in chunks:
-            feed(chunk)
-        parser.finish()
-        best = min(best, time.perf_counter() - began)
-    return best / len(text) * 1e6
+        return parser.feed, parser.finish
+
+    return stream_us_per_char(start, text, size)
 
 
-def reparse_us_per_char(text: str, size: int) -> float:
-    parser = ReparseParser(seen=text[:-REPARSE_WINDOW])
-    began = time.perf_counter()
-    for chunk in chunks_of(text[-REPARSE_WINDOW:], size):
-        parser.feed(chunk)
-    return (time.perf_counter() - began) / REPARSE_WINDOW * 1e6
+def reparse(text: str, size: int) -> float:
+    return tail_us_per_char(lambda seen: ReparseParser(seen).feed, text, size, REPARSE_WINDOW)
 
 
 def main() -> list[str]:
-    headlines = []
-    for size in CHUNK_SIZES:
-        rows = []
-        for n in SIZES:
-            text = REPLY * (n // len(REPLY))  # whole replies: a cut-off call would (rightly) be an error
-            rows.append(Row("solution", n, solution_us_per_char(text, size)))
-            rows.append(Row("re-parse everything", n, reparse_us_per_char(text, size)))
-        print_table(f"lab-01 tool-call parser, {size}-character chunks", rows, "solution", "character")
-        save_plot(f"lab01-chunk{size}", f"lab-01: cost per character, {size}-char chunks", rows, "character")
-        growth = cost(rows, "solution", SIZES[-1]) / cost(rows, "solution", SIZES[0])
-        headlines.append(
-            f"lab-01 solution, {size}-char chunks, per-char cost 1M vs 10k: {growth:.2f}x (target <= 1.5x)"
-        )
-    return headlines
+    # Whole replies only: a reply cut inside a call would (rightly) be an error at finish.
+    return per_char_report("lab-01", "tool-call parser", SIZES, CHUNK_SIZES, lambda n: REPLY * (n // len(REPLY)),
+                           {"solution": solution, "re-parse everything": reparse})
 
 
 if __name__ == "__main__":

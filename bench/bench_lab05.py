@@ -11,10 +11,9 @@ the stream runs to the end); chunks of 1 and 16 characters.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from bench.common import Row, cost, print_table, save_plot
+from bench.common import Feeder, per_char_report, stream_us_per_char, tail_us_per_char
 from mini_vllm.labs import load_lab
 
 SIZES = (10_000, 100_000, 1_000_000)
@@ -39,49 +38,24 @@ class RescanChecker:
         return new_text
 
 
-def chunks_of(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def solution_us_per_char(text: str, size: int) -> float:
+def solution(text: str, size: int) -> float:
     lab = load_lab("lab-05")
-    chunks = chunks_of(text, size)
-    best = float("inf")
-    for _ in range(3 if len(text) <= 100_000 else 1):
+
+    def start() -> tuple[Feeder, Callable[[], object]]:
         checker = lab.StopStringChecker(STOPS)
-        feed = checker.feed
-        began = time.perf_counter()
-        for chunk in chunks:
-            feed(chunk)
-        checker.flush()
-        best = min(best, time.perf_counter() - began)
-    return best / len(text) * 1e6
+        return checker.feed, checker.flush
+
+    return stream_us_per_char(start, text, size)
 
 
-def rescan_us_per_char(text: str, size: int) -> float:
-    checker = RescanChecker(STOPS, seen=text[:-RESCAN_WINDOW])
-    chunks = chunks_of(text[-RESCAN_WINDOW:], size)
-    began = time.perf_counter()
-    for chunk in chunks:
-        checker.feed(chunk)
-    return (time.perf_counter() - began) / RESCAN_WINDOW * 1e6
+def rescan(text: str, size: int) -> float:
+    return tail_us_per_char(lambda seen: RescanChecker(STOPS, seen).feed, text, size, RESCAN_WINDOW)
 
 
 def main() -> list[str]:
     text = TEXT * (max(SIZES) // len(TEXT) + 1)
-    headlines = []
-    for size in CHUNK_SIZES:
-        rows = []
-        for n in SIZES:
-            rows.append(Row("solution", n, solution_us_per_char(text[:n], size)))
-            rows.append(Row("re-scan everything", n, rescan_us_per_char(text[:n], size)))
-        print_table(f"lab-05 stop strings, {size}-character chunks, {len(STOPS)} stops", rows, "solution", "character")
-        save_plot(f"lab05-chunk{size}", f"lab-05: cost per character, {size}-char chunks", rows, "character")
-        growth = cost(rows, "solution", SIZES[-1]) / cost(rows, "solution", SIZES[0])
-        headlines.append(
-            f"lab-05 solution, {size}-char chunks, per-char cost 1M vs 10k: {growth:.2f}x (target <= 1.5x)"
-        )
-    return headlines
+    return per_char_report("lab-05", f"stop strings ({len(STOPS)} stops)", SIZES, CHUNK_SIZES, lambda n: text[:n],
+                           {"solution": solution, "re-scan everything": rescan})
 
 
 if __name__ == "__main__":

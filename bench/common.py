@@ -81,3 +81,53 @@ def save_plot(name: str, title: str, rows: list[Row], unit: str = "token") -> Pa
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+# ------------------------------------------------------- text-stream labs (per-character cost)
+
+Feeder = Callable[[str], object]
+
+
+def chunks_of(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def stream_us_per_char(start: Callable[[], tuple[Feeder, Callable[[], object]]], text: str, size: int) -> float:
+    """Best time to feed all of ``text`` in ``size``-character chunks, then finish; µs per character.
+
+    ``start`` makes a fresh component and returns its (feed, finish) methods.
+    """
+    chunks = chunks_of(text, size)
+    best = float("inf")
+    for _ in range(3 if len(text) <= 100_000 else 1):
+        feed, finish = start()
+        began = time.perf_counter()
+        for chunk in chunks:
+            feed(chunk)
+        finish()
+        best = min(best, time.perf_counter() - began)
+    return best / len(text) * 1e6
+
+
+def tail_us_per_char(start_after: Callable[[str], Feeder], text: str, size: int, window: int) -> float:
+    """A baseline whose cost grows with the text: given ``text[:-window]`` untimed, then timed on the rest."""
+    feed = start_after(text[:-window])
+    began = time.perf_counter()
+    for chunk in chunks_of(text[-window:], size):
+        feed(chunk)
+    return (time.perf_counter() - began) / window * 1e6
+
+
+def per_char_report(lab: str, title: str, sizes: Sequence[int], chunk_sizes: Sequence[int],
+                    text_for: Callable[[int], str], methods: dict[str, Callable[[str, int], float]]) -> list[str]:
+    """For each chunk size: a table and a plot over ``sizes``, and the solution's growth as a headline."""
+    headlines = []
+    for size in chunk_sizes:
+        rows = [Row(name, n, measure_one(text_for(n), size)) for n in sizes for name, measure_one in methods.items()]
+        print_table(f"{lab} {title}, {size}-character chunks", rows, "solution", "character")
+        save_plot(f"{lab.replace('-', '')}-chunk{size}", f"{lab}: cost per character, {size}-char chunks", rows,
+                  "character")
+        growth = cost(rows, "solution", sizes[-1]) / cost(rows, "solution", sizes[0])
+        headlines.append(f"{lab} solution, {size}-char chunks, per-char cost {sizes[-1]:,} vs {sizes[0]:,} chars: "
+                         f"{growth:.2f}x (target <= 1.5x)")
+    return headlines

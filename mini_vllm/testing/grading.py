@@ -82,6 +82,7 @@ class Grader:
                 by_lab[test.lab].append(test)
         order = {number: rank for rank, number in enumerate(RECOMMENDED_ORDER)}
         total = earned = 0
+        width = max([len(t.task_title) + 10 for t in self.tests.values()] + [len(lab) for lab in by_lab] + [40])
         write("")
         write(f"Scorecard — {describe_choice()}")
         for lab in sorted(by_lab, key=lambda name: order.get(lab_number(name), 99)):
@@ -89,17 +90,17 @@ class Grader:
             lab_max, lab_got = _points(tests)
             total, earned = total + lab_max, earned + lab_got
             write("")
-            write(f"{lab:<52} {lab_got:>3} / {lab_max:<3}")
+            write(f"{lab:<{width}} {lab_got:>3} / {lab_max:<3}")
             for task in sorted({t.task for t in tests}):
                 in_task = [t for t in tests if t.task == task]
                 task_max, task_got = _points(in_task)
-                write(f"  task {task}  {in_task[0].task_title:<42} {task_got:>3} / {task_max:<3}")
+                write(f"  task {task}  {in_task[0].task_title:<{width - 10}} {task_got:>3} / {task_max:<3}")
                 failed = [t for t in in_task if not t.passed]
                 if failed:
                     write(f"           first failure: {failed[0].name}")
                     write(f"           hint: {_shorten(failed[0].failure or 'failed (see pytest output)')}")
         write("")
-        write(f"{'TOTAL':<52} {earned:>3} / {total:<3}")
+        write(f"{'TOTAL':<{width}} {earned:>3} / {total:<3}")
         self._write_results(earned, total)
         write(f"results written to {self.results_path}")
 

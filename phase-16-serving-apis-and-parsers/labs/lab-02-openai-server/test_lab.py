@@ -61,6 +61,18 @@ def client(server: BackgroundServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.base_url, api_key="not-needed", max_retries=0, timeout=30)
 
 
+def stub_message(report: Any) -> str:
+    """The stub's own words from the server's error report (an OpenAI error body, or its text)."""
+    body = report if isinstance(report, dict) else None
+    if isinstance(report, str):
+        with contextlib.suppress(json.JSONDecodeError):
+            body = json.loads(report)
+    if isinstance(body, dict):
+        body = body.get("error", body)
+        return str(body.get("message", report)).removeprefix("NotImplementedError: ")
+    return str(report)
+
+
 @contextlib.contextmanager
 def stubs_raise() -> Iterator[None]:
     """Turn the server's report of a stub (HTTP 501, or an error event mid-stream) back into NotImplementedError."""
@@ -68,7 +80,7 @@ def stubs_raise() -> Iterator[None]:
         yield
     except openai.APIError as error:
         if "NotImplementedError" in str(error) or getattr(error, "status_code", None) == 501:
-            raise NotImplementedError(str(error)) from error
+            raise NotImplementedError(stub_message(error.body or str(error))) from error
         raise
 
 
@@ -102,7 +114,7 @@ def raw_sse(server: BackgroundServer, body: dict[str, Any], path: str = "/chat/c
     """The exact lines on the wire, for the tests about framing."""
     with httpx.stream("POST", server.base_url + path, json={"model": MODEL_NAME, **body}, timeout=30) as response:
         if response.status_code == 501:
-            raise NotImplementedError(response.read().decode())
+            raise NotImplementedError(stub_message(response.read().decode()))
         assert response.status_code == 200, response.read()
         return list(response.iter_lines())
 
@@ -112,7 +124,7 @@ def events(lines: list[str]) -> list[Any]:
     found = [json.loads(p) for p in payloads if p != "[DONE]"]
     for event in found:
         if "error" in event and "NotImplementedError" in event["error"]["message"]:
-            raise NotImplementedError(event["error"]["message"])
+            raise NotImplementedError(stub_message(event))
     return found
 
 
@@ -183,7 +195,7 @@ def test_client_disconnect_aborts_the_request_and_frees_its_blocks(slow_server: 
             assert piece, f"the server closed the stream early: {received[:300]!r}"
             received += piece
             if b" 501 " in received.split(b"\r\n", 1)[0]:
-                raise NotImplementedError(received.decode(errors="replace"))
+                raise NotImplementedError(stub_message(received.split(b"\r\n\r\n", 1)[-1].decode(errors="replace")))
         running = set(engine.running)
         assert running and engine.pool.num_free_blocks < free_before, "mid-stream, the request should hold KV blocks"
     deadline = time.monotonic() + 10  # we hung up: the server must notice and abort
