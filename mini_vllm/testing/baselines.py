@@ -25,26 +25,25 @@ class OriginalWindowDiff:
         self.skip_special_tokens = skip_special_tokens
         self.full_fallback = full_fallback
         self.tokens = list(prompt_ids)
-        self.emitted_len = len(self._decode(self.tokens))  # characters of decode(all) already shown
+        self.chars_shown = len(self._text(self.tokens))  # a global cursor into decode(all tokens)
 
-    def _decode(self, ids: Sequence[int]) -> str:
+    def _text(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens)
+
+    def _advance(self, piece: str) -> str:
+        self.chars_shown += len(piece)
+        return piece
 
     def push(self, token_id: int) -> str:
         self.tokens.append(token_id)
-        start = max(0, len(self.tokens) - self.window)
-        window_text = self._decode(self.tokens[start:])
-        if window_text.endswith(REPLACEMENT_CHAR):
+        recent = self.tokens[-self.window :]
+        with_new, without_new = self._text(recent), self._text(recent[:-1])
+        if with_new.endswith(REPLACEMENT_CHAR):
             return ""  # a character is still arriving (or the model wrote U+FFFD): wait
-        prefix_text = self._decode(self.tokens[start:-1])
-        if REPLACEMENT_CHAR in prefix_text and self.full_fallback:
-            new_text = self._decode(self.tokens)[self.emitted_len :]  # O(history): the cost problem
-        else:
-            new_text = window_text[len(prefix_text) :]  # without the fallback: overshoots after a split character
-        self.emitted_len += len(new_text)
-        return new_text
+        if REPLACEMENT_CHAR in without_new and self.full_fallback:
+            return self._advance(self._text(self.tokens)[self.chars_shown :])  # O(history): the cost problem
+        # Without the fallback this slice starts too late after a split character.
+        return self._advance(with_new[len(without_new) :])
 
     def flush(self) -> str:
-        text = self._decode(self.tokens)[self.emitted_len :]
-        self.emitted_len += len(text)
-        return text
+        return self._advance(self._text(self.tokens)[self.chars_shown :])
