@@ -49,8 +49,8 @@ class OutputPipeline:
                 tokenizer, prompt_ids, skip_special_tokens=params.skip_special_tokens)
             self._detokenize, self._flush_text = detokenizer.push, detokenizer.flush
         self._stops = load_lab("lab-05").StopStringChecker(list(params.stop), params.include_stop_str_in_output)
-        self._tools = load_lab("lab-01") if parse_tool_calls else None
-        self._tool_parser = self._tools.StreamingToolParser() if self._tools else None
+        self._tool_lab = load_lab("lab-01")
+        self._tool_parser = self._tool_lab.StreamingToolParser() if parse_tool_calls else None
         self._made_calls = False
 
     @property
@@ -69,11 +69,11 @@ class OutputPipeline:
             try:
                 last = self._tool_parser.finish()
                 out.text, out.tool_calls = out.text + last.content, out.tool_calls + last.tool_calls
-            except self._tools.ToolCallParseError as error:  # type: ignore[union-attr]
+            except self._tool_lab.ToolCallParseError as error:
                 if not cut_by_length:
                     raise
                 # max_tokens ran out inside a call: show what the model wrote rather than lose it
-                out.text += self._tools.START_TAG + error.raw  # type: ignore[union-attr]
+                out.text += self._tool_lab.START_TAG + error.raw
         self._made_calls = self._made_calls or bool(out.tool_calls)
         out.stop_reason = self._stops.stop_reason
         out.finish_reason = "length" if cut_by_length else "tool_calls" if self._made_calls else "stop"
