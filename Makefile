@@ -4,31 +4,61 @@ VENV := .venv
 PY := $(VENV)/bin/python
 LABS := phase-16-serving-apis-and-parsers/labs
 NOTEBOOKS := phase-16-serving-apis-and-parsers/notebooks
-# `make grade` grades your starters unless you say otherwise (LAB_IMPL=solution make grade).
+# `make grade` and `make lab-NN` grade your starters unless you say otherwise (LAB_IMPL=solution make grade).
 GRADE_IMPL := $(or $(LAB_IMPL),starter)
+# What a failing grade says last, instead of make's own "Error 1" banner (see `verdict` below).
+STATUS := build/.status
 
-.PHONY: install test grade notebooks serve bench lint clean
+.PHONY: install test grade notebooks jupyter serve bench lint clean
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
-	touch $@
+	@echo "Installing the course into $(VENV) (first run only; about a minute)..."
+	@$(PYTHON) -m venv $(VENV)
+	@{ $(PY) -m pip install --upgrade pip && $(PY) -m pip install -e ".[dev]"; } > $(VENV)/install.log 2>&1 \
+		|| { tail -n 30 $(VENV)/install.log; echo "install failed: the whole log is in $(VENV)/install.log"; exit 1; }
+	@touch $@
 
 install: $(VENV)/.installed
 
-## All tests against the solutions, the contract checks on the starters, every notebook.
+## All tests against the solutions, the contract checks on the starters, every notebook (2 workers).
 test: install
-	LAB_IMPL=solution $(PY) -m pytest -q
+	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist worksteal
 
 ## Grade LAB_IMPL (default: your starters): scorecard + results.json. Non-zero exit unless all pass.
-grade: install
+grade: run-grade
+	@$(call verdict,grade)
+
+run-grade: install
+	@mkdir -p build
 	@LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $(LABS) -q --no-header --tb=no -rN -p no:warnings \
-		-m "not control" --grade results.json
+		-m "not control" --grade results.json; echo $$? > $(STATUS)-grade
+
+## One lab's tests, with the failures spelled out: `make lab-03` (your starter), `LAB_IMPL=solution make lab-03`.
+## Extra pytest options go in ARGS, e.g. `make lab-05 ARGS="-k flush"`.
+lab-%: run-lab-%
+	@$(call verdict,lab-$*)
+
+run-lab-%: install
+	@mkdir -p build
+	@lab=$$(ls -d $(LABS)/lab-$*-* 2>/dev/null); \
+	if [ -z "$$lab" ]; then echo "no lab-$* here: the labs are $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' ')"; \
+		echo 2 > $(STATUS)-lab-$*; exit 0; fi; \
+	LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $$lab -q --tb=short -rN -p no:warnings -m "not control" \
+		--grade build/results-lab-$*.json $(ARGS); echo $$? > $(STATUS)-lab-$*
+
+# A failing grade must exit non-zero, but make would then print its own "*** [grade] Error 1"
+# banner under the scorecard. Instead the last recipe reads the saved pytest status and stops
+# make with one sentence of ours ($(error) exits with status 2).
+verdict = $(if $(filter-out 0,$(shell cat $(STATUS)-$(1) 2>/dev/null || echo 1)),$(error \
+	$(1): not everything passes yet (pytest exit $(shell cat $(STATUS)-$(1) 2>/dev/null)); the scorecard above says where to start))
 
 ## Execute every lesson notebook and render it to HTML in build/notebooks.
 notebooks: install
 	$(PY) -m jupyter nbconvert --to html --execute --output-dir build/notebooks $(NOTEBOOKS)/*.ipynb
+
+## The lesson notebooks in Jupyter, running the LAB_IMPL you choose (default: the reference solutions).
+jupyter: install
+	LAB_IMPL=$(or $(LAB_IMPL),solution) $(VENV)/bin/jupyter lab $(NOTEBOOKS)
 
 ## The OpenAI-compatible server on 127.0.0.1:8000, serving the LAB_IMPL you choose (default: the solution).
 serve: install

@@ -1,9 +1,10 @@
 """Course-wide pytest setup: which implementation is under test, hypothesis profiles, grading.
 
-- The header names the implementation under test (``LAB_IMPL``), so nobody grades
-  the solution by accident.
-- Hypothesis runs the derandomized ``ci`` profile unless ``HYPOTHESIS_PROFILE=dev``:
-  the same examples every run, no deadline, so a grade never depends on luck or load.
+- The header and the very last line of every run name the code under test (``LAB_IMPL``),
+  even with ``-q``, so nobody grades the reference by accident.
+- Hypothesis runs the derandomized ``ci`` profile unless ``HYPOTHESIS_PROFILE`` says
+  otherwise: the same examples every run, no deadline, so a grade never depends on luck
+  or load, and no reproduction blob or "explanation" noise under the failure.
 - ``--grade results.json`` turns on the scorecard and the Gradescope results file.
 """
 
@@ -13,21 +14,27 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
-from mini_vllm.labs import describe_choice
+from mini_vllm.labs import describe_choice, graded_footer, lab_of_path
 from mini_vllm.testing.grading import Grader
 
-settings.register_profile(
-    "ci",
-    derandomize=True,
-    deadline=None,
-    database=None,
-    max_examples=100,
-    print_blob=True,
-    report_multiple_bugs=False,  # one minimal failing example: what a student can act on
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+_QUIET_FAILURES = {
+    "derandomize": True,
+    "deadline": None,
+    "database": None,
+    "print_blob": False,
+    "report_multiple_bugs": False,  # one minimal failing example: what a student can act on
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+# What students and CI get: fixed examples, shrunk to the smallest failure, no explain phase.
+settings.register_profile("ci", max_examples=100,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink], **_QUIET_FAILURES)
+# The course's own checks on the wrong variants: the same examples (so the same verdicts),
+# without shrinking, which only makes a failure readable and nobody reads these.
+settings.register_profile("contract", max_examples=100,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate], **_QUIET_FAILURES)
+# Bug hunting: fresh random examples every run, five times as many.
 settings.register_profile("dev", deadline=None, max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -41,7 +48,37 @@ def pytest_configure(config: pytest.Config) -> None:
     results = config.getoption("--grade")
     if results:
         config.pluginmanager.register(Grader(Path(results).resolve()), "course-grader")
+    if not hasattr(config, "workerinput"):  # under pytest-xdist, only the controlling process prints
+        config.pluginmanager.register(GradedFooter(config), "course-graded-footer")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     return describe_choice()
+
+
+class GradedFooter:
+    """After pytest's own summary line, whose code the run graded (when it ran any lab).
+
+    It reads test reports rather than collected items, because under pytest-xdist only
+    reports reach the process that prints.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.labs: set[str] = set()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._note(report.nodeid)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        self._note(report.nodeid)
+
+    def _note(self, nodeid: str) -> None:
+        lab = lab_of_path(nodeid)
+        if lab is not None:
+            self.labs.add(lab)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if self.labs and reporter is not None:
+            reporter.write_line(graded_footer(sorted(self.labs)))

@@ -1,6 +1,6 @@
 """`make bench`: every lab's benchmark in one run, then the headline ratios.
 
-Run from the repository root (the Makefile does): ``python -m bench.run``.
+Run from the repository root (the Makefile does): ``make bench``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m mini_vllm serve [--port N] [--tokenizer byte|bpe] [--delay SECONDS]``."""
+"""``.venv/bin/python -m mini_vllm serve [--port N] [--tokenizer byte|bpe] [--delay SECONDS]``."""
 
 from __future__ import annotations
 

@@ -85,13 +85,35 @@ def load_lab(lab: str, impl: str | None = None) -> ModuleType:
     return module
 
 
+def lab_of_path(path: str | os.PathLike[str]) -> str | None:
+    """``"lab-03"`` for any path or pytest node id inside a lab folder, else None."""
+    match = re.search(r"(?:^|[/\\])(lab-\d\d)-[\w-]+[/\\]", str(path))
+    return match.group(1) if match else None
+
+
+def graded_footer(labs: list[str]) -> str:
+    """The last line of a test run over ``labs``: whose code was graded, even under ``-q``."""
+    choices = {lab: chosen_impl(lab) for lab in labs}
+    if len(set(choices.values())) == 1:
+        return "graded: " + _whose(next(iter(choices.values())))
+    return "graded: " + "; ".join(f"{lab} {_whose(impl)}" for lab, impl in choices.items())
+
+
+def _whose(impl: str) -> str:
+    if impl == "starter":
+        return "starter.py (your code)"
+    if impl == DEFAULT_IMPL:
+        return "solution.py (the reference) — set LAB_IMPL=starter to test yours"
+    return impl if impl.endswith(".py") else f"{impl}.py"
+
+
 def describe_choice() -> str:
     """One line for banners: which implementation runs, in a student's terms."""
     impl = os.environ.get("LAB_IMPL") or DEFAULT_IMPL
     if impl == "starter":
         line = "LAB_IMPL=starter: grading YOUR code in starter.py"
     elif impl == DEFAULT_IMPL:
-        line = "LAB_IMPL=solution: running the reference solutions"
+        line = "LAB_IMPL=solution: running the reference solutions (set LAB_IMPL=starter to run yours)"
     else:
         line = f"LAB_IMPL={impl}: grading {impl if impl.endswith('.py') else impl + '.py'}"
     overrides = sorted(k for k in os.environ if re.fullmatch(r"LAB_IMPL_\d\d", k))

@@ -4,19 +4,21 @@
 - starter and solution expose the same public names and signatures;
 - against the blank starter, every graded test fails with that lab's NotImplementedError
   (no collection errors, no hangs), and the control tests still pass;
-- every named wrong variant is caught by the tests it names.
+- every named wrong variant is caught by the tests it names, and loses points only in the
+  tasks it declares (a bug in task N costs points in task N only).
 """
 
 from __future__ import annotations
 
-import ast
+import functools
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mini_vllm.labs import LABS_DIR, lab_number, load_lab
-from mini_vllm.testing.contract import public_api, run_lab_tests
+from mini_vllm.testing.contract import LabRun, public_api, run_lab_tests, run_variants, task_of
+from mini_vllm.testing.variants import Variant
 
 pytestmark = pytest.mark.contract
 
@@ -24,19 +26,6 @@ LAB_DIRS = sorted(p for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startsw
 LAB_FILES = {"README.md", "starter.py", "solution.py", "test_lab.py"}
 VARIANTS_DIR = Path(__file__).parent / "wrong_variants"
 VARIANTS = sorted(VARIANTS_DIR.glob("lab_*/*.py"))
-
-
-def lab_for_variant(variant: Path) -> Path:
-    number = variant.parent.name.removeprefix("lab_")
-    return next(d for d in LAB_DIRS if lab_number(d.name) == number)
-
-
-def must_fail(variant: Path) -> list[str]:
-    """The variant's MUST_FAIL list, read without importing it."""
-    for node in ast.parse(variant.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "MUST_FAIL" for t in node.targets):
-            return list(ast.literal_eval(node.value))
-    raise AssertionError(f"{variant} has no MUST_FAIL list")
 
 
 def test_labs_exist() -> None:
@@ -64,9 +53,7 @@ def test_starter_and_solution_expose_the_same_api(lab_dir: Path) -> None:
 def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Path) -> None:
     run = run_lab_tests(lab_dir, {"LAB_IMPL": "starter"})
     assert run.returncode == 1, f"pytest should report failed tests (exit 1), got {run.returncode}:\n{run.output}"
-    graded = [t for t in run.tests if t["max_score"] > 0]
-    controls = [t for t in run.tests if t["max_score"] == 0]
-    assert graded, f"no graded tests ran:\n{run.output}"
+    assert run.tests, f"no graded tests ran:\n{run.output}"
     own = f"lab-{lab_number(lab_dir.name)}"
 
     def failed_cleanly(test: dict[str, Any]) -> bool:
@@ -75,19 +62,51 @@ def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Pat
         return (test["score"] == 0 and "NotImplementedError" in test["output"]
                 and any(f"{lab} task" in test["output"] for lab in labs))
 
-    wrong = [t["name"] for t in graded if not failed_cleanly(t)]
+    wrong = [t["name"] for t in run.tests if not failed_cleanly(t)]
     assert not wrong, f"these did not fail with the lab's NotImplementedError ({own} task ...): {wrong}"
+    # Controls run the naive approach written in the test file: they pass whatever LAB_IMPL says,
+    # and, not being graded, they stay out of results.json.
+    controls = (lab_dir / "test_lab.py").read_text(encoding="utf-8").count("@pytest.mark.control")
     assert controls, "each lab keeps a control test proving the bug is real"
-    # Controls run the naive approach written in the test file: they pass whatever LAB_IMPL says.
-    assert f"{len(controls)} passed" in run.output, run.output
+    assert f"{controls} passed" in run.output, run.output
+    assert not [t for t in run.tests if "control" in t["name"]], "results.json must hold graded tests only"
+    # Even under -q, the run ends by saying whose code it graded.
+    assert run.output.rstrip().splitlines()[-1] == "graded: starter.py (your code)", run.output[-500:]
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: f"{v.parent.name}/{v.stem}")
-def test_wrong_variant_is_caught(variant: Path) -> None:
-    lab_dir = lab_for_variant(variant)
-    names = must_fail(variant)
-    run = run_lab_tests(lab_dir, {f"LAB_IMPL_{lab_number(lab_dir.name)}": str(variant)}, select=names)
-    missing = [name for name in names if not run.named(name)]
+@functools.cache
+def variant_runs(lab: str) -> dict[Path, LabRun]:
+    """Every wrong variant of one lab, graded in one child process (cached: one run per lab)."""
+    lab_dir = next(d for d in LAB_DIRS if lab_number(d.name) == lab)
+    return run_variants(lab_dir, [v for v in VARIANTS if v.parent.name == f"lab_{lab}"])
+
+
+# Variants that still lose points outside their declared tasks, being fixed (issue 9): the
+# lab-04 ones re-implement the whole class and skip its input checks; lab-01's finish test and
+# lab-02's end-to-end tests lean on the hold-back and the text of other tasks.
+KNOWN_LEAKS = {"lab_01/no_hold_back", "lab_02/per_token_decode", "lab_02/sloppy_chunks", "lab_04/full_redecode",
+               "lab_04/no_fallback", "lab_04/original_fallback", "lab_04/per_token_decode",
+               "lab_04/prompt_re_emitted", "lab_04/skips_special_tokens", "lab_04/window_too_small"}
+
+
+def variant_param(variant: Path) -> object:
+    name = f"{variant.parent.name}/{variant.stem}"
+    leak = pytest.mark.xfail(name in KNOWN_LEAKS, reason="loses points outside its tasks (issue 9)", strict=True)
+    return pytest.param(variant, id=name, marks=leak)
+
+
+@pytest.mark.parametrize("variant", [variant_param(v) for v in VARIANTS])
+def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Path) -> None:
+    declared = Variant.read(variant)
+    run = variant_runs(variant.parent.name.removeprefix("lab_"))[variant]
+    assert run.tests, f"{variant.stem}: no graded test ran:\n{run.output}"
+    missing = [name for name in declared.must_fail if not run.named(name)]
     assert not missing, f"{variant.stem}: MUST_FAIL names tests that do not exist: {missing}\n{run.output}"
-    escaped = [name for name in names if not run.failed(name)]
+    misfiled = sorted({f"{name} (task {task_of(t)})" for name in declared.must_fail for t in run.named(name)
+                       if task_of(t) not in declared.may_cost})
+    assert not misfiled, f"{variant.stem}: MUST_FAIL tests outside its MAY_COST tasks {declared.may_cost}: {misfiled}"
+    escaped = [name for name in declared.must_fail if not run.failed(name)]
     assert not escaped, f"{variant.stem} passed tests that should catch it: {escaped}"
+    elsewhere = [t["name"] for t in run.tests if task_of(t) not in declared.may_cost and t["score"] < t["max_score"]]
+    assert not elsewhere, (f"{variant.stem} is a bug in task(s) {list(declared.may_cost)} only, but lost points in: "
+                           f"{elsewhere}")

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from mini_vllm.labs import LABS_DIR
+from mini_vllm.labs import LABS_DIR, describe_choice
 
 NOTEBOOKS = sorted((LABS_DIR.parent / "notebooks").glob("*.ipynb"))
 
@@ -28,3 +28,6 @@ def test_notebook_executes(path: Path) -> None:
     client.execute()  # raises CellExecutionError, naming the cell, if any cell fails
     errors = [out for cell in notebook.cells for out in cell.get("outputs", []) if out.get("output_type") == "error"]
     assert not errors
+    first_code = next(cell for cell in notebook.cells if cell.cell_type == "code")
+    printed = "".join(out.get("text", "") for out in first_code.get("outputs", []))
+    assert describe_choice() in printed, f"{path.name}: the first code cell must print whose code runs"

@@ -24,7 +24,7 @@ from mini_vllm.labs import REPO_ROOT
 @dataclass(frozen=True)
 class LabRun:
     returncode: int
-    tests: list[dict[str, Any]]  # the results.json entries (graded and control)
+    tests: list[dict[str, Any]]  # the results.json entries (graded tests only)
     output: str  # what pytest printed
 
     def failed(self, test_name: str) -> list[dict[str, Any]]:
@@ -35,17 +35,43 @@ class LabRun:
         return [t for t in self.tests if re.fullmatch(rf"{re.escape(test_name)}(\[.*\])?", t["name"].split(" › ")[-1])]
 
 
-def run_lab_tests(lab_dir: Path, env: dict[str, str], select: list[str] | None = None, timeout: int = 600) -> LabRun:
-    """``pytest lab_dir`` with the grading plugin on, under the given environment additions."""
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_IMPL")}
+def task_of(entry: dict[str, Any]) -> int:
+    """The task number of a results.json entry (named ``lab › task N › test``)."""
+    return int(entry["name"].split(" › ")[1].removeprefix("task "))
+
+
+def _child_env(env: dict[str, str]) -> dict[str, str]:
+    inherited = ("LAB_IMPL", "PYTEST_XDIST", "PYTEST_CURRENT")  # the child chooses its own code and workers
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith(inherited)}
     child_env.update(env)
+    return child_env
+
+
+def run_variants(lab_dir: Path, variants: list[Path], timeout: int = 900) -> dict[Path, LabRun]:
+    """Grade every variant of one lab in a single child process (see :mod:`mini_vllm.testing.variants`)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch)
+        command = [sys.executable, "-m", "mini_vllm.testing.variants", str(lab_dir), str(out), *map(str, variants)]
+        done = subprocess.run(command, cwd=REPO_ROOT, env=_child_env({}), capture_output=True, text=True,
+                              timeout=timeout)
+        runs = {}
+        for variant in variants:
+            results, exit_file = out / f"{variant.stem}.json", out / f"{variant.stem}.exit"
+            tests = json.loads(results.read_text(encoding="utf-8"))["tests"] if results.exists() else []
+            code = json.loads(exit_file.read_text()) if exit_file.exists() else done.returncode
+            section = done.stdout.split(f"=== variant {variant.stem}\n")[-1].split("=== variant ")[0]
+            runs[variant] = LabRun(code, tests, section + done.stderr)
+    return runs
+
+
+def run_lab_tests(lab_dir: Path, env: dict[str, str], timeout: int = 600) -> LabRun:
+    """Run the tests of ``lab_dir`` with the grading plugin on, under the given environment additions."""
+    child_env = _child_env(env)
     child_env.setdefault("HYPOTHESIS_PROFILE", "ci")
     with tempfile.TemporaryDirectory() as scratch:
         results = Path(scratch) / "results.json"
         command = [sys.executable, "-m", "pytest", str(lab_dir), "-q", "--tb=no", "-p", "no:randomly",
                    "--timeout", "120", "--grade", str(results)]
-        if select:
-            command += ["-k", " or ".join(select)]
         done = subprocess.run(command, cwd=REPO_ROOT, env=child_env, capture_output=True, text=True, timeout=timeout)
         tests = json.loads(results.read_text(encoding="utf-8"))["tests"] if results.exists() else []
     return LabRun(done.returncode, tests, done.stdout + done.stderr)

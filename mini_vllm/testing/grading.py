@@ -1,6 +1,6 @@
 """The grading plugin: a scorecard per lab and task, and a Gradescope ``results.json``.
 
-Enabled by ``pytest --grade results.json`` (``make grade`` does this). Each graded test
+Enabled by the ``--grade results.json`` option (``make grade`` does this). Each graded test
 carries ``@pytest.mark.task(n)`` (optionally ``points=k``); the test module's ``TASKS``
 dict names the tasks. Tests marked ``control`` prove a bug exists and are not graded.
 """
@@ -8,6 +8,7 @@ dict names the tasks. Tests marked ``control`` prove a bug exists and are not gr
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from mini_vllm.labs import RECOMMENDED_ORDER, describe_choice, lab_number
+from mini_vllm.testing.trace import FIRST_WRONG_STEP
 
 
 @dataclass
@@ -28,8 +30,11 @@ class GradedTest:
     passed: bool = True
     control: bool = False  # proves a bug is real; reported with max_score 0, never graded
     composes: tuple[str, ...] = ()  # other labs this test runs (their code can fail first)
-    failure: str = ""  # the exception's first line ("" when passed)
-    details: str = ""  # the whole exception message, for results.json
+    details: str = ""  # the whole exception message, for results.json ("" when passed)
+
+    @property
+    def hint(self) -> list[str]:
+        return failure_hint(self.details, f"lab-{lab_number(self.lab)}", self.task)
 
 
 @dataclass
@@ -70,9 +75,8 @@ class Grader:
             # exconly() is the exception with its whole message (for an assert, pytest's
             # explanation and our step-by-step table) but without the traceback.
             graded.details = call.excinfo.exconly().strip()
-            graded.failure = graded.details.splitlines()[0]
         else:
-            graded.details = graded.failure = report.longreprtext
+            graded.details = report.longreprtext
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write = terminalreporter.write_line
@@ -98,7 +102,8 @@ class Grader:
                 failed = [t for t in in_task if not t.passed]
                 if failed:
                     write(f"           first failure: {failed[0].name}")
-                    write(f"           hint: {_shorten(failed[0].failure or 'failed (see pytest output)')}")
+                    for label, line in zip(("hint", "at"), failed[0].hint, strict=False):
+                        write(f"           {label}: {_shorten(line)}")
         write("")
         write(f"{'TOTAL':<{width}} {earned:>3} / {total:<3}")
         self._write_results(earned, total)
@@ -107,19 +112,40 @@ class Grader:
     def _write_results(self, earned: int, total: int) -> None:
         tests = [
             {
-                "name": f"{t.lab} › control (not graded) › {t.name}" if t.control
-                else f"{t.lab} › task {t.task} › {t.name}",
+                "name": f"{t.lab} › task {t.task} › {t.name}",
                 "score": t.points if t.passed else 0,
                 "max_score": t.points,
                 "output": "" if t.passed else t.details,
                 "visibility": "visible",
                 "tags": [f"composes {lab}" for lab in t.composes],
             }
-            for t in self.tests.values()
+            for t in self.tests.values() if not t.control  # controls are not graded: not in the results
         ]
         results = {"score": earned, "max_score": total, "output": describe_choice(), "tests": tests}
         self.results_path.parent.mkdir(parents=True, exist_ok=True)
         self.results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+NOT_IMPLEMENTED = re.compile(r"NotImplementedError: (lab-\d\d) task (\d+)")
+
+
+def failure_hint(details: str, lab: str, task: int) -> list[str]:
+    """The most telling line(s) of a failure, for the scorecard: never a table's title.
+
+    - A stub of *another* task in the way: say the test is blocked on it, not failed here.
+    - Otherwise the first line of the assertion's message (the course writes the broken
+      rule there), and, when the message holds a stream table, the first wrong step.
+    """
+    if not details:
+        return ["failed (see the pytest output)"]
+    stub = NOT_IMPLEMENTED.search(details)
+    if stub and (stub.group(1), int(stub.group(2))) != (lab, task):
+        line = details[stub.start():].splitlines()[0].removeprefix("NotImplementedError: ")
+        return [f"blocked until {stub.group(1)} task {stub.group(2)} is done: {line}"]
+    lines = [line.strip() for line in details.splitlines() if line.strip()]
+    message = lines[0].removeprefix("AssertionError: ").removeprefix("Failed: ")
+    first_wrong = next((line for line in lines if line.startswith(FIRST_WRONG_STEP)), None)
+    return [message] + ([first_wrong.replace(FIRST_WRONG_STEP, "step", 1)] if first_wrong else [])
 
 
 def _points(tests: list[GradedTest]) -> tuple[int, int]:

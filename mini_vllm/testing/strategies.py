@@ -55,9 +55,18 @@ def chunkings(draw: st.DrawFn, whole: T) -> list[T]:
 
 
 def split_at(whole: T, cuts: Sequence[int]) -> list[T]:
-    """``whole`` cut at the given increasing positions (empty pieces dropped)."""
-    bounds = [0, *cuts, len(whole)]
-    return [whole[a:b] for a, b in pairwise(bounds) if a < b]
+    """``whole`` cut at the given positions (any order; repeats and positions outside it are ignored)."""
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(whole)}), len(whole)]
+    return [whole[a:b] for a, b in pairwise(bounds)]
+
+
+def cut_points(max_position: int = 40) -> st.SearchStrategy[list[int]]:
+    """Positions to cut a text at, for :func:`split_at`.
+
+    Drawn apart from the text (unlike :func:`chunkings`), so a test can pin a chunking
+    with ``@example(text=..., cuts=[...])``.
+    """
+    return st.lists(st.integers(1, max_position), max_size=max_position)
 
 
 # ---------------------------------------------------------------- tool-call replies

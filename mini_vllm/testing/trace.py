@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+FIRST_DIFFERENCE = "<-- first difference"
+FIRST_WRONG_STEP = "first wrong step:"  # the scorecard quotes the line that starts with this
+
 
 @dataclass(frozen=True)
 class Step:
@@ -29,14 +32,22 @@ def quote(text: str) -> str:
     return f"'{escaped}'"
 
 
-def format_trace(steps: list[Step], title: str = "stream, step by step",
+def format_trace(steps: list[Step], rule: str = "the stream differs from the expected one",
                  columns: tuple[str, str] = ("emitted", "expected")) -> str:
-    """A fixed-width table of ``steps``, with the first disagreeing row marked."""
+    """``rule`` (the sentence a scorecard shows), then the timeline with the first wrong step marked.
+
+    ``expected`` must come from an oracle the student did not write.
+    """
     first_bad = next((i for i, s in enumerate(steps) if s.emitted != s.expected), None)
     header = f"{'step':>4}  {'input':<8} {'raw':<18} {columns[0]:<24} {columns[1]}"
-    lines = [title + ":", header]
+    lines = [rule, header]
     for i, step in enumerate(steps):
         raw = step.raw.hex(" ") if isinstance(step.raw, bytes) else quote(step.raw)
-        marker = "  <-- first difference" if i == first_bad else ""
+        marker = f"  {FIRST_DIFFERENCE}" if i == first_bad else ""
         lines.append(f"{i + 1:>4}  {step.label:<8} {raw:<18} {quote(step.emitted):<24} {quote(step.expected)}{marker}")
+    if first_bad is not None:
+        step = steps[first_bad]
+        raw = step.raw.hex(" ") if isinstance(step.raw, bytes) else quote(step.raw)
+        lines.append(f"{FIRST_WRONG_STEP} {first_bad + 1} ({step.label} {raw}): {columns[0]} {quote(step.emitted)}, "
+                     f"{columns[1]} {quote(step.expected)}")
     return "\n".join(lines)

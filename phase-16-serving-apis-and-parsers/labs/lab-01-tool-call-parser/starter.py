@@ -3,7 +3,7 @@
 Fill in the tasks below (see README.md, "Your task"). The value types are given
 complete. Run the tests with:
 
-    LAB_IMPL=starter pytest phase-16-serving-apis-and-parsers/labs/lab-01-tool-call-parser -q
+    make lab-01
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Lab 01 tests: tool calls out of streamed model text.
 
-Run against your code:  LAB_IMPL=starter pytest phase-16-serving-apis-and-parsers/labs/lab-01-tool-call-parser -q
+Run against your code:  make lab-01
 Replies are built from known prose and known calls, so the parsers are checked against
 what was actually written, for every way of cutting the reply into deltas.
 """

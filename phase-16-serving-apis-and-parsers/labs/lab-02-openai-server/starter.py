@@ -3,7 +3,7 @@
 Fill in the tasks below (see README.md, "Your task"). The server shell is given
 (mini_vllm/server.py); it calls this module for every request. Run the tests with:
 
-    LAB_IMPL=starter pytest phase-16-serving-apis-and-parsers/labs/lab-02-openai-server -q
+    make lab-02
 
 Load the other labs' components with ``load_lab("lab-03")`` etc., never by file name:
 then ``LAB_IMPL=starter`` serves your own detokenizer, stop checker and tool parser.

@@ -1,6 +1,6 @@
 """Lab 02 tests: the real server on 127.0.0.1, the official openai client, your pipeline inside.
 
-Run against your code:  LAB_IMPL=starter pytest phase-16-serving-apis-and-parsers/labs/lab-02-openai-server -q
+Run against your code:  make lab-02
 The server loads lab-02 (and through it labs 01, 03, 04, 05) with the LAB_IMPL loader,
 so these tests exercise your whole pipeline. A stub reached inside the server comes
 back as HTTP 501, and the tests raise it here as the NotImplementedError it was.

@@ -2,7 +2,7 @@
 
 Fill in the three tasks below (see README.md, "Your task"). Run the tests with:
 
-    LAB_IMPL=starter pytest phase-16-serving-apis-and-parsers/labs/lab-03-streaming-detokenizer -q
+    make lab-03
 """
 
 from __future__ import annotations

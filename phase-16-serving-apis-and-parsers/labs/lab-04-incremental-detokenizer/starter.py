@@ -2,7 +2,7 @@
 
 Fill in the tasks below (see README.md, "Your task"). Run the tests with:
 
-    LAB_IMPL=starter pytest phase-16-serving-apis-and-parsers/labs/lab-04-incremental-detokenizer -q
+    make lab-04
 
 Use ``tokenizer.decode(ids, skip_special_tokens=...)`` only: the tests hand you a
 tokenizer that counts the ids you decode and refuses any other way to the bytes.

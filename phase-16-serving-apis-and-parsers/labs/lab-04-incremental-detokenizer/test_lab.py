@@ -1,6 +1,6 @@
 """Lab 04 tests: incremental detokenization of BPE tokens with ``tokenizer.decode`` alone.
 
-Run against your code:  LAB_IMPL=starter pytest phase-16-serving-apis-and-parsers/labs/lab-04-incremental-detokenizer -q
+Run against your code:  make lab-04
 The oracle is the batch formula ``decode(prompt + output)[len(decode(prompt)):]``; the
 peer is Hugging Face's ``DecodeStream`` on the same tokenizer file.
 """

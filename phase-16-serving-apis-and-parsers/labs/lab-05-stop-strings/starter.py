@@ -2,7 +2,7 @@
 
 Fill in the tasks below (see README.md, "Your task"). Run the tests with:
 
-    LAB_IMPL=starter pytest phase-16-serving-apis-and-parsers/labs/lab-05-stop-strings -q
+    make lab-05
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Lab 05 tests: stop strings over streamed text.
 
-Run against your code:  LAB_IMPL=starter pytest phase-16-serving-apis-and-parsers/labs/lab-05-stop-strings -q
-The streaming checker is held to the batch function for every chunking, and the batch
-function to a brute-force reading of the rule.
+Run against your code:  make lab-05
+Every expected value comes from a brute-force reading of the rule written in this file,
+never from your own code. Feed tests never call ``flush`` and flush tests never depend on
+how much ``feed`` held back, so a bug costs points only in the task that has it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import random
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mini_vllm import ByteTokenizer
 from mini_vllm.labs import load_lab
-from mini_vllm.testing.strategies import chunkings, split_at
+from mini_vllm.testing.expect import must_raise
+from mini_vllm.testing.strategies import cut_points, split_at
 from mini_vllm.testing.trace import Step, format_trace, quote
 
 lab = load_lab("lab-05")
@@ -28,7 +30,7 @@ TASKS = {
 }
 
 
-# ----------------------------------------------------------------------------- helpers
+# ------------------------------------------------------------------ the oracle
 
 
 def brute_force_stop(text: str, stops: Sequence[str]) -> tuple[int, int, str] | None:
@@ -42,60 +44,96 @@ def brute_force_stop(text: str, stops: Sequence[str]) -> tuple[int, int, str] | 
     return None
 
 
+def batch_answer(text: str, stops: Sequence[str], include: bool = False) -> tuple[str, str | None]:
+    """What ``truncate_at_stop`` must return, from the brute-force rule."""
+    found = brute_force_stop(text, stops)
+    return (text, None) if found is None else (text[: found[1] if include else found[0]], found[2])
+
+
 def longest_partial_stop(text: str, stops: Sequence[str]) -> str:
     """The longest suffix of ``text`` that is a proper prefix of some stop: what must be held."""
     return next((text[start:] for start in range(len(text)) if any(
         len(text) - start < len(s) and s.startswith(text[start:]) for s in stops)), "")
 
 
-def stream(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> tuple[list[str], str, object]:
-    checker = lab.StopStringChecker(list(stops), include_stop_str_in_output=include)
-    shown = [checker.feed(chunk) for chunk in chunks]
-    return shown, checker.flush(), checker
+def shown_by_now(fed: str, stops: Sequence[str], include: bool = False) -> str:
+    """Everything a perfect checker has shown after being fed ``fed`` (before any flush)."""
+    answer, reason = batch_answer(fed, stops, include)
+    if reason is not None or include:  # stopped, or nothing needs withholding
+        return answer
+    return fed[: len(fed) - len(longest_partial_stop(fed, stops))]
 
 
-def trace(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> str:
-    """A timeline of a stream against the batch answer, for failure messages."""
+# ----------------------------------------------------------------------------- helpers
+
+
+def feed_all(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> tuple[list[str], object]:
+    """Feed every chunk (no flush: that is task 3); return what each feed showed, and the checker."""
     checker = lab.StopStringChecker(list(stops), include_stop_str_in_output=include)
-    steps = []
-    expected_total, _ = lab.truncate_at_stop("".join(chunks), list(stops), include)
+    return [checker.feed(chunk) for chunk in chunks], checker
+
+
+def feed_trace(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> list[Step]:
+    """Each feed beside what a perfect checker shows at that step."""
+    checker = lab.StopStringChecker(list(stops), include_stop_str_in_output=include)
+    steps, fed = [], ""
     for chunk in chunks:
-        got = checker.feed(chunk)
-        steps.append(Step("feed", chunk, got, f"held: {quote(checker.held_text)}"))
-    steps.append(Step("flush", "", checker.flush(), ""))
-    return format_trace(steps, f"stops {list(stops)}, answer {quote(expected_total)}", ("shown", "state"))
+        before = shown_by_now(fed, stops, include)
+        fed += chunk
+        steps.append(Step("feed", chunk, checker.feed(chunk), shown_by_now(fed, stops, include)[len(before):]))
+    return steps
+
+
+def check_feeds(chunks: Sequence[str], stops: Sequence[str], rule: str, include: bool = False) -> None:
+    """Every feed shows exactly what the rule allows at that step; ``rule`` says which rule."""
+    steps = feed_trace(chunks, stops, include)
+    setting = f"stops {show_stops(stops)}" + (", include_stop_str_in_output" if include else "")
+    if any(s.emitted != s.expected for s in steps):
+        pytest.fail(format_trace(steps, f"{rule} ({setting})"))
+
+
+def show_stops(stops: Sequence[str]) -> str:
+    return "[" + ", ".join(map(quote, stops)) + "]"
 
 
 # --------------------------------------------------------------- task 1: the batch rule
 
+TRUNCATE_EXAMPLES = {
+    "stop-mid-text": ("Hello world. STOP and more", ["STOP"]),
+    "no-stop": ("no stop here", ["STOP"]),
+    "stop-first": ("STOP at once", ["STOP"]),
+    "earliest-end-not-list-order": ("abc", ["abc", "b"]),  # "b" ends first, though "abc" is listed first
+    "ends-first-wins": ("xabcd", ["bcd", "abc"]),  # "abc" ends at 4, "bcd" at 5
+    "tie-earlier-start": ("xabc", ["bc", "abc"]),  # both end at 4: the earlier start wins
+    "bare-string": ("the end", "end"),  # a bare string is one stop
+    "emoji-stop": ("a 🫨! b", ["🫨!"]),
+    "no-stops": ("anything", []),
+}
+
 
 @pytest.mark.task(1)
-@pytest.mark.parametrize(
-    ("text", "stops", "expected"),
-    [
-        ("Hello world. STOP and more", ["STOP"], ("Hello world. ", "STOP")),
-        ("no stop here", ["STOP"], ("no stop here", None)),
-        ("STOP at once", ["STOP"], ("", "STOP")),
-        ("abc", ["abc", "b"], ("a", "b")),  # "b" ends first, though "abc" is listed first
-        ("xabcd", ["bcd", "abc"], ("x", "abc")),  # "abc" ends at 4, "bcd" at 5
-        ("xabc", ["bc", "abc"], ("x", "abc")),  # both end at 4: the earlier start wins
-        ("the end", "end", ("the ", "end")),  # a bare string is one stop
-        ("a 🫨! b", ["🫨!"], ("a ", "🫨!")),
-        ("anything", [], ("anything", None)),
-    ],
-)
-def test_truncate_at_stop_examples(text: str, stops: Sequence[str], expected: tuple[str, str | None]) -> None:
-    assert lab.truncate_at_stop(text, stops) == expected
+@pytest.mark.parametrize(("text", "stops"), TRUNCATE_EXAMPLES.values(), ids=TRUNCATE_EXAMPLES.keys())
+def test_truncate_at_stop_examples(text: str, stops: str | list[str]) -> None:
+    expected = batch_answer(text, [stops] if isinstance(stops, str) else stops)
+    got = lab.truncate_at_stop(text, stops)
+    assert got == expected, (
+        f"truncate_at_stop({quote(text)}, {stops!r}) returned {got!r}, expected {expected!r}: "
+        "the stop whose occurrence ENDS earliest wins (ties: the one starting earliest), whatever the list order"
+    )
 
 
 @pytest.mark.task(1)
 def test_truncate_can_include_the_stop() -> None:
-    assert lab.truncate_at_stop("Hello STOP there", ["STOP"], include_stop_str_in_output=True) == ("Hello STOP", "STOP")
+    got = lab.truncate_at_stop("Hello STOP there", ["STOP"], include_stop_str_in_output=True)
+    assert got == ("Hello STOP", "STOP"), f"with include_stop_str_in_output the stop itself stays in: got {got!r}"
+
+
+BAD_STOPS = {"empty": ([""], ValueError), "one-empty": (["ok", ""], ValueError), "int": ([3], TypeError),
+             "none-in-list": ([None], TypeError), "not-a-list": (42, TypeError)}
 
 
 @pytest.mark.task(1)
-@pytest.mark.parametrize(("stops", "error"), [([""], ValueError), (["ok", ""], ValueError), ([3], TypeError),
-                                              ([None], TypeError), (42, TypeError)], ids=repr)
+@pytest.mark.parametrize(("stops", "error"), BAD_STOPS.values(), ids=BAD_STOPS.keys())
 def test_truncate_rejects_bad_stops(stops: object, error: type[Exception]) -> None:
     with pytest.raises(error):
         lab.truncate_at_stop("text", stops)  # type: ignore[arg-type]
@@ -108,9 +146,12 @@ stop_lists = st.lists(st.text(ALPHABET, min_size=1, max_size=4), min_size=1, max
 @pytest.mark.task(1)
 @given(st.text(ALPHABET, max_size=30), stop_lists, st.booleans())
 def test_truncate_follows_the_rule_for_any_text(text: str, stops: list[str], include: bool) -> None:
-    found = brute_force_stop(text, stops)
-    expected = (text, None) if found is None else (text[: found[1] if include else found[0]], found[2])
-    assert lab.truncate_at_stop(text, stops, include) == expected
+    expected = batch_answer(text, stops, include)
+    got = lab.truncate_at_stop(text, stops, include)
+    assert got == expected, (
+        f"truncate_at_stop({quote(text)}, {show_stops(stops)}, include={include}) returned {got!r}, "
+        f"expected {expected!r}: the first stop is the one that ends earliest"
+    )
 
 
 # ------------------------------------------------------------ task 2: feed, examples
@@ -118,78 +159,79 @@ def test_truncate_follows_the_rule_for_any_text(text: str, stops: list[str], inc
 
 @pytest.mark.task(2)
 def test_a_split_stop_is_not_leaked() -> None:
-    chunks, stops = ["DEF", "G", "HI", "J"], ["GHI"]
-    shown, tail, checker = stream(chunks, stops)
-    assert shown == ["DEF", "", "", ""], trace(chunks, stops)
-    assert (tail, checker.stopped, checker.stop_reason) == ("", True, "GHI")
+    check_feeds(["DEF", "G", "HI", "J"], ["GHI"], "a stop split across chunks must never reach the user")
 
 
 @pytest.mark.task(2)
 def test_nothing_is_held_that_cannot_become_a_stop() -> None:
-    chunks, stops = ["Hello", " wor", "ld"], ["STOP"]
-    shown, _, _ = stream(chunks, stops)
-    assert shown == chunks, "no suffix here could start 'STOP': show everything at once\n" + trace(chunks, stops)
+    check_feeds(["Hello", " wor", "ld"], ["STOP"], "no suffix here could start 'STOP': show everything at once")
 
 
 @pytest.mark.task(2)
 def test_only_the_ambiguous_suffix_is_held_not_a_fixed_lag() -> None:
     checker = lab.StopStringChecker(["</answer>"])
-    assert checker.feed("The answer is 42.<") == "The answer is 42."
-    assert checker.held_text == "<"
-    assert checker.feed("/ans") == ""
-    assert checker.held_text == "</ans"
-    assert checker.feed("wer!") == "</answer!", "a false alarm is released the moment it cannot be a stop"
-    assert checker.held_text == ""
+    for chunk, shown, held in [("The answer is 42.<", "The answer is 42.", "<"), ("/ans", "", "</ans"),
+                               ("wer!", "</answer!", "")]:
+        got = checker.feed(chunk)
+        assert (got, checker.held_text) == (shown, held), (
+            f"after feeding {quote(chunk)}: showed {quote(got)} and held {quote(checker.held_text)}; expected to "
+            f"show {quote(shown)} and hold {quote(held)} — hold only a suffix that could still become '</answer>', "
+            "and release a false alarm the moment it cannot"
+        )
 
 
 @pytest.mark.task(2)
 def test_two_stops_completing_in_one_chunk() -> None:
-    chunks, stops = ["xx a", "bcd yy"], ["bcd", "abc"]
-    shown, _, checker = stream(chunks, stops)
-    assert "".join(shown) == "xx " and checker.stop_reason == "abc", trace(chunks, stops)
+    check_feeds(["xx a", "bcd yy"], ["bcd", "abc"], "of two stops completed by one chunk, the one ending first wins")
 
 
 @pytest.mark.task(2)
 @pytest.mark.parametrize("chunks", [["a", "b", "c"], ["abc"]], ids=["split", "one-chunk"])
 def test_overlapping_stops_earliest_end_wins(chunks: list[str]) -> None:
-    stops = ["abc", "b"]  # "abc" is listed first, but "b" is complete one character earlier
-    shown, _, checker = stream(chunks, stops)
-    assert "".join(shown) == "a" and checker.stop_reason == "b", trace(chunks, stops)
+    # "abc" is listed first, but "b" is complete one character earlier.
+    check_feeds(chunks, ["abc", "b"], "the stop that ends earliest wins, whatever the list order")
+    _, checker = feed_all(chunks, ["abc", "b"])
+    assert checker.stop_reason == "b", f"stop_reason should be 'b' (it ends first), got {checker.stop_reason!r}"
 
 
 @pytest.mark.task(2)
 def test_stop_at_position_zero() -> None:
-    shown, tail, checker = stream(["STOP", " never shown"], ["STOP"])
-    assert shown == ["", ""] and tail == "" and checker.stop_reason == "STOP"
+    shown, checker = feed_all(["STOP", " never shown"], ["STOP"])
+    assert shown == ["", ""], f"a reply that starts with its stop shows nothing, got {shown}"
+    assert (checker.stopped, checker.stop_reason) == (True, "STOP"), "the stop at position 0 must be reported"
 
 
 @pytest.mark.task(2)
 def test_stop_completed_by_the_last_chunk() -> None:
-    chunks, stops = ["ok ", "ST", "O", "P"], ["STOP"]
-    shown, tail, checker = stream(chunks, stops)
-    assert "".join(shown) + tail == "ok " and checker.stopped, trace(chunks, stops)
+    check_feeds(["ok ", "ST", "O", "P"], ["STOP"], "a stop completed by the last chunk is still a stop")
+    _, checker = feed_all(["ok ", "ST", "O", "P"], ["STOP"])
+    assert checker.stopped, "the last chunk completed 'STOP': stopped must be True"
 
 
 @pytest.mark.task(2)
 def test_input_after_a_stop_is_ignored() -> None:
     checker = lab.StopStringChecker(["END"])
-    assert checker.feed("done END") == "done "
-    assert checker.feed("more text") == ""
-    assert checker.flush() == ""
-    assert checker.stop_reason == "END"
+    first = checker.feed("done END")
+    later = checker.feed("more text")
+    assert (first, later) == ("done ", ""), f"after a stop, feed shows nothing more: got {first!r} then {later!r}"
+    assert checker.stop_reason == "END", f"stop_reason should stay 'END', got {checker.stop_reason!r}"
 
 
 @pytest.mark.task(2)
 def test_include_stop_str_in_output_holds_nothing_but_still_matches() -> None:
     chunks, stops = ["Hello </st", "op> never"], ["</stop>"]
-    shown, tail, checker = stream(chunks, stops, include=True)
-    assert shown == ["Hello </st", "op>"], "with the stop included, nothing needs hiding\n" + trace(chunks, stops, True)
-    assert checker.stop_reason == "</stop>" and tail == ""
+    check_feeds(chunks, stops, "with the stop included nothing needs hiding, but a stop begun in shown text still ends "
+                "the reply", include=True)
+    _, checker = feed_all(chunks, stops, include=True)
+    assert checker.stop_reason == "</stop>", f"the stop must still be found, got {checker.stop_reason!r}"
+
+
+BAD_CHECKER_STOPS = {"empty": ([""], ValueError), "one-empty": (["a", ""], ValueError),
+                     "bytes": ([b"x"], TypeError), "int": ([1], TypeError), "float": (3.5, TypeError)}
 
 
 @pytest.mark.task(2)
-@pytest.mark.parametrize(("stops", "error"), [([""], ValueError), (["a", ""], ValueError), ([b"x"], TypeError),
-                                              ([1], TypeError), (3.5, TypeError)], ids=repr)
+@pytest.mark.parametrize(("stops", "error"), BAD_CHECKER_STOPS.values(), ids=BAD_CHECKER_STOPS.keys())
 def test_checker_rejects_bad_stops(stops: object, error: type[Exception]) -> None:
     with pytest.raises(error):
         lab.StopStringChecker(stops)  # type: ignore[arg-type]
@@ -197,52 +239,65 @@ def test_checker_rejects_bad_stops(stops: object, error: type[Exception]) -> Non
 
 @pytest.mark.task(2)
 def test_duplicate_stops_are_harmless() -> None:
-    shown, _, checker = stream(["a STOP b"], ["STOP", "STOP"])
-    assert shown == ["a "] and checker.stop_reason == "STOP"
+    check_feeds(["a STOP b"], ["STOP", "STOP"], "a stop listed twice is still one stop")
 
 
 @pytest.mark.task(2)
-@pytest.mark.parametrize("bad", [None, b"bytes", 7, ["list"]], ids=repr)
+@pytest.mark.parametrize("bad", [None, b"bytes", 7, ["list"]], ids=["None", "bytes", "int", "list"])
 def test_non_str_chunk_raises_and_loses_nothing(bad: object) -> None:
+    without_it, clean = feed_all(["wait ST", "OP"], ["STOP"])  # your own checker, never shown the bad chunk
     checker = lab.StopStringChecker(["STOP"])
-    assert checker.feed("wait ST") == "wait "
-    with pytest.raises(TypeError):
-        checker.feed(bad)  # type: ignore[arg-type]
-    assert checker.held_text == "ST", "a rejected chunk must leave the held text alone"
-    assert checker.feed("OP") == "" and checker.stop_reason == "STOP"
+    shown = [checker.feed("wait ST")]
+    held = checker.held_text
+    must_raise(lambda: checker.feed(bad), TypeError, f"feed({bad!r})")  # type: ignore[arg-type]
+    assert checker.held_text == held, (
+        f"a rejected chunk must leave the held text alone: it was {quote(held)}, now {quote(checker.held_text)}")
+    shown.append(checker.feed("OP"))
+    assert (shown, checker.stop_reason) == (without_it, clean.stop_reason), (
+        f"a rejected chunk must change nothing: without it your checker showed {without_it} "
+        f"(stop {clean.stop_reason!r}), with it {shown} (stop {checker.stop_reason!r})")
 
 
 # ---------------------------------------------------------- task 2: feed, properties
 
 
 @pytest.mark.task(2)
-@given(st.data(), st.text(ALPHABET, max_size=30), stop_lists, st.booleans())
-def test_streaming_equals_batch_for_any_chunking(data: st.DataObject, text: str, stops: list[str],
+@given(st.text(ALPHABET, max_size=30), stop_lists, cut_points(30), st.booleans())
+@example(text="xaab", stops=["aab"], cuts=[3], include=False)
+def test_streaming_equals_batch_for_any_chunking(text: str, stops: list[str], cuts: list[int],
                                                  include: bool) -> None:
-    chunks = data.draw(chunkings(text), label="chunks")
-    shown, tail, checker = stream(chunks, stops, include)
-    expected, reason = lab.truncate_at_stop(text, stops, include)
-    assert ("".join(shown) + tail, checker.stop_reason) == (expected, reason), trace(chunks, stops, include)
+    chunks = split_at(text, cuts)
+    shown, checker = feed_all(chunks, stops, include)
+    expected, reason = batch_answer(text, stops, include)
+    so_far = "".join(shown) + ("" if checker.stopped else checker.held_text)
+    assert (so_far, checker.stop_reason) == (expected, reason), format_trace(
+        feed_trace(chunks, stops, include),
+        f"shown + held after the last chunk should be {quote(expected)} (stop {reason!r}), the batch answer; got "
+        f"{quote(so_far)} (stop {checker.stop_reason!r})")
 
 
 @pytest.mark.task(2)
-@given(st.data(), st.text(ALPHABET, max_size=30), stop_lists)
-def test_no_stop_ever_leaks_and_held_text_is_exactly_the_ambiguous_suffix(data: st.DataObject, text: str,
-                                                                         stops: list[str]) -> None:
-    chunks = data.draw(chunkings(text), label="chunks")
+@given(st.text(ALPHABET, max_size=30), stop_lists, cut_points(30))
+@example(text="xaab", stops=["aab"], cuts=[3])  # holding "a" where "aa" could still become "aab"
+def test_no_stop_ever_leaks_and_held_text_is_exactly_the_ambiguous_suffix(text: str, stops: list[str],
+                                                                         cuts: list[int]) -> None:
+    chunks = split_at(text, cuts)
     checker = lab.StopStringChecker(stops)
     shown = fed = ""
-    for chunk in chunks:
+    for step, chunk in enumerate(chunks, start=1):
         fed += chunk
         shown += checker.feed(chunk)
-        assert not any(s in shown for s in stops), f"a stop leaked: {quote(shown)}\n" + trace(chunks, stops)
+        must_hold = longest_partial_stop(fed, stops)
+        table = format_trace(feed_trace(chunks, stops), f"stops {show_stops(stops)}")
+        assert not any(s in shown for s in stops), f"step {step}: a stop leaked into {quote(shown)}\n{table}"
         if checker.stopped:
             break
-        assert shown + checker.held_text == fed, "shown + held must be everything fed so far"
-        assert checker.held_text == longest_partial_stop(fed, stops), (
-            f"after {quote(fed)}: held {quote(checker.held_text)}, but only "
-            f"{quote(longest_partial_stop(fed, stops))} could still become a stop\n" + trace(chunks, stops)
-        )
+        assert checker.held_text == must_hold, (
+            f"step {step}, after {quote(fed)}: held {quote(checker.held_text)}, but exactly {quote(must_hold)} "
+            f"could still become a stop (hold the LONGEST such suffix, nothing more)\n{table}")
+        assert shown + checker.held_text == fed, (
+            f"step {step}: shown + held must be everything fed so far ({quote(fed)}), got {quote(shown)} + "
+            f"{quote(checker.held_text)}\n{table}")
 
 
 @pytest.mark.task(2)
@@ -253,45 +308,74 @@ def test_an_emoji_stop_matches_across_byte_tokens() -> None:
     tokenizer = ByteTokenizer()
     detok = detokenizer_lab.StreamingDetokenizer(tokenizer)
     checker = lab.StopStringChecker(["🫨!"])
-    shown = []
-    for token_id in tokenizer.encode("Shaking 🫨 then 🫨! and the rest"):
-        shown.append(checker.feed(detok.feed(token_id)))
-    shown.append(checker.feed(detok.flush()) + checker.flush())
+    shown = [checker.feed(detok.feed(token_id)) for token_id in tokenizer.encode("Shaking 🫨 then 🫨! and the rest")]
     assert not any("\ufffd" in piece for piece in shown), f"something broken was shown: {shown}"
-    assert "".join(shown) == "Shaking 🫨 then " and checker.stop_reason == "🫨!"
+    assert ("".join(shown), checker.stop_reason) == ("Shaking 🫨 then ", "🫨!"), (
+        f"the stop '🫨!' must match across the byte tokens that carry it; showed {quote(''.join(shown))}, "
+        f"stop_reason {checker.stop_reason!r}")
+
+
+@pytest.mark.task(2)
+@pytest.mark.parametrize("text", [
+    "Thinking... the answer is <ans>42</ans> — 你好 🫨 STO and STOP! then more text that must never show",
+    "No stop completes in this one — 你好 🫨 </ans but it ends on a false alarm: STOP",
+], ids=["stops", "ends-on-a-false-alarm"])
+def test_fifty_random_slicings(text: str) -> None:
+    stops = ["STOP!", "</ans>>", "🫨🫨", "never"]
+    for seed in range(50):
+        rng = random.Random(seed)
+        chunks = split_at(text, rng.sample(range(1, len(text)), rng.randint(1, len(text) // 3)))
+        check_feeds(chunks, stops, f"slicing {seed} of 50: every feed shows exactly what the rule allows")
 
 
 # -------------------------------------------------------------------- task 3: flush
+# Each test checks only what flush adds to what feed left: the held text, whatever it is.
+
+
+def flush_after(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> tuple[str, str, object]:
+    """Feed ``chunks``, then flush: (held text just before the flush, what flush returned, checker)."""
+    _, checker = feed_all(chunks, stops, include)
+    held = checker.held_text
+    return held, checker.flush(), checker
 
 
 @pytest.mark.task(3)
 def test_flush_releases_a_false_alarm_at_the_end() -> None:
-    chunks, stops = ["the answer", " is ST"], ["STOP"]
-    shown, tail, checker = stream(chunks, stops)
-    assert "".join(shown) == "the answer is " and tail == "ST", trace(chunks, stops)
-    assert not checker.stopped and checker.stop_reason is None
+    held, tail, checker = flush_after(["the answer", " is ST"], ["STOP"])
+    assert tail == held, f"flush must release exactly the held text {quote(held)}, got {quote(tail)}"
+    assert checker.held_text == "", f"after flush nothing is held, got {quote(checker.held_text)}"
+    assert (checker.stopped, checker.stop_reason) == (False, None), "a false alarm at the end is not a stop"
 
 
 @pytest.mark.task(3)
 def test_flush_twice_gives_the_tail_once() -> None:
-    checker = lab.StopStringChecker(["<end>"])
-    assert checker.feed("x <en") == "x "
-    assert (checker.flush(), checker.flush()) == ("<en", "")
+    held, first, checker = flush_after(["x <en"], ["<end>"])
+    second = checker.flush()
+    assert (first, second) == (held, ""), (
+        f"the first flush releases the held {quote(held)}, the second nothing; got {quote(first)}, {quote(second)}")
 
 
 @pytest.mark.task(3)
-@pytest.mark.parametrize("text", [
-    "Thinking... the answer is <ans>42</ans> — 你好 🫨 STO and STOP! then more text that must never show",
-    "No stop completes in this one — 你好 🫨 </ans but it ends on a false alarm: STOP",  # the tail matters
-], ids=["stops", "ends-on-a-false-alarm"])
-def test_fifty_random_slicings(text: str) -> None:
-    stops = ["STOP!", "</ans>>", "🫨🫨", "never"]
-    expected = lab.truncate_at_stop(text, stops)
-    for seed in range(50):
-        rng = random.Random(seed)
-        chunks = split_at(text, sorted(rng.sample(range(1, len(text)), rng.randint(1, len(text) // 3))))
-        shown, tail, checker = stream(chunks, stops)
-        assert ("".join(shown) + tail, checker.stop_reason) == expected, f"seed {seed}\n" + trace(chunks, stops)
+def test_flush_after_a_stop_gives_nothing() -> None:
+    _, tail, _ = flush_after(["done END", " and more"], ["END"])
+    assert tail == "", f"after a stop the reply is over: flush must return '', got {quote(tail)}"
+
+
+@pytest.mark.task(3)
+def test_flush_with_the_stop_included_does_not_repeat_shown_text() -> None:
+    held, tail, _ = flush_after(["Hello </st"], ["</stop>"], include=True)
+    assert tail == held, (f"with include_stop_str_in_output, text kept only for matching was already shown: "
+                          f"flush must return the held text {quote(held)}, got {quote(tail)}")
+
+
+@pytest.mark.task(3)
+@given(st.text(ALPHABET, max_size=30), stop_lists, cut_points(30), st.booleans())
+@example(text="ab", stops=["abc"], cuts=[], include=False)
+def test_flush_releases_exactly_what_is_held(text: str, stops: list[str], cuts: list[int], include: bool) -> None:
+    held, tail, checker = flush_after(split_at(text, cuts), stops, include)
+    assert tail == held, (f"flush returned {quote(tail)}, but {quote(held)} was held "
+                          f"(stops {show_stops(stops)}, text {quote(text)})")
+    assert checker.held_text == "", f"after flush nothing is held, got {quote(checker.held_text)}"
 
 
 # -------------------------------------------------------------------------- control

@@ -9,6 +9,7 @@ globals().update({name: value for name, value in vars(_solution).items() if not 
 
 MUST_FAIL = ["test_false_alarms_are_released_as_soon_as_they_cannot_be_a_tag",
              "test_no_tag_ever_leaks_and_held_text_is_exactly_a_partial_tag"]
+MAY_COST = [4]
 
 
 class StreamingToolParser(_solution.StreamingToolParser):

@@ -9,9 +9,10 @@ _unfinished_tail_len = _solution._unfinished_tail_len
 MUST_FAIL = [
     "test_invalid_bytes_decode_like_the_standard_library",
     "test_any_bytes_any_split_emits_exactly_what_is_certain",
-    "test_stream_plus_flush_equals_batch_decode",
     "test_flush_handles_truncated_sequence",
+    "test_flush_releases_the_held_bytes_as_text",
 ]
+MAY_COST = [2, 3]
 
 
 class StreamingDetokenizer(_solution.StreamingDetokenizer):

@@ -7,9 +7,9 @@ utf8_expected_len = _solution.utf8_expected_len
 
 MUST_FAIL = [
     "test_flush_handles_truncated_sequence",
-    "test_stream_plus_flush_equals_batch_decode",
-    "test_fifty_random_slicings",
+    "test_flush_releases_the_held_bytes_as_text",
 ]
+MAY_COST = [3]
 
 
 class StreamingDetokenizer(_solution.StreamingDetokenizer):

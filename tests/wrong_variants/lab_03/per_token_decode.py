@@ -9,9 +9,10 @@ MUST_FAIL = [
     "test_emoji_is_held_until_complete",
     "test_never_emits_replacement_chars_for_valid_text",
     "test_each_character_emitted_at_the_token_that_completes_it",
-    "test_stream_plus_flush_equals_batch_decode",
+    "test_any_bytes_any_split_emits_exactly_what_is_certain",
     "test_fifty_random_slicings",
 ]
+MAY_COST = [2]
 
 
 class StreamingDetokenizer(_solution.StreamingDetokenizer):

@@ -13,8 +13,9 @@ utf8_expected_len = _solution.utf8_expected_len
 MUST_FAIL = [
     "test_invalid_bytes_decode_like_the_standard_library",
     "test_any_bytes_any_split_emits_exactly_what_is_certain",
-    "test_stream_plus_flush_equals_batch_decode",
+    "test_fifty_random_slicings",
 ]
+MAY_COST = [2]
 
 
 class StreamingDetokenizer(_solution.StreamingDetokenizer):

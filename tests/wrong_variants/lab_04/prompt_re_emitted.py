@@ -8,6 +8,7 @@ from mini_vllm.tokenizer_base import Tokenizer
 _solution = load_lab("lab-04", "solution")
 
 MUST_FAIL = ["test_prompt_is_never_re_emitted", "test_fifty_random_slicings"]
+MAY_COST = [3]
 
 
 class IncrementalDetokenizer(_solution.IncrementalDetokenizer):

@@ -6,8 +6,12 @@ _solution = load_lab("lab-05", "solution")
 normalize_stops = _solution.normalize_stops
 truncate_at_stop = _solution.truncate_at_stop
 
-MUST_FAIL = ["test_flush_releases_a_false_alarm_at_the_end", "test_streaming_equals_batch_for_any_chunking",
-             "test_fifty_random_slicings"]
+MUST_FAIL = [
+    "test_flush_releases_a_false_alarm_at_the_end",
+    "test_flush_twice_gives_the_tail_once",
+    "test_flush_releases_exactly_what_is_held",
+]
+MAY_COST = [3]
 
 
 class StopStringChecker(_solution.StopStringChecker):

@@ -8,6 +8,7 @@ truncate_at_stop = _solution.truncate_at_stop
 
 MUST_FAIL = ["test_a_split_stop_is_not_leaked", "test_streaming_equals_batch_for_any_chunking",
              "test_an_emoji_stop_matches_across_byte_tokens"]
+MAY_COST = [2]
 
 
 class StopStringChecker(_solution.StopStringChecker):

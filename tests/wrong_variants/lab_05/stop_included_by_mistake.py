@@ -10,6 +10,7 @@ truncate_at_stop = _solution.truncate_at_stop
 
 MUST_FAIL = ["test_a_split_stop_is_not_leaked", "test_streaming_equals_batch_for_any_chunking",
              "test_no_stop_ever_leaks_and_held_text_is_exactly_the_ambiguous_suffix"]
+MAY_COST = [2]
 
 
 class StopStringChecker(_solution.StopStringChecker):

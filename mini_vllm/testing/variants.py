@@ -1,0 +1,89 @@
+"""Grade a lab's named wrong variants, all in one process: ``.venv/bin/python -m mini_vllm.testing.variants``.
+
+A wrong variant (``tests/wrong_variants/lab_NN/<name>.py``) is the reference solution with
+one mistake. It declares two lists:
+
+- ``MUST_FAIL``: tests that must catch the mistake;
+- ``MAY_COST``: the task numbers where it may lose points. A bug in task N must cost
+  points in task N only, so every graded test of every other task must still pass.
+
+So each variant runs its ``MUST_FAIL`` tests plus every graded test outside ``MAY_COST``.
+Running all the variants of a lab in one interpreter saves a Python start-up and the
+heavy imports per variant; between variants the lab's test module is dropped from
+``sys.modules`` so its module-level ``lab = load_lab(...)`` picks up the next variant.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mini_vllm.labs import lab_number
+
+
+@dataclass(frozen=True)
+class Variant:
+    path: Path
+    must_fail: tuple[str, ...]
+    may_cost: tuple[int, ...]
+
+    @classmethod
+    def read(cls, path: Path) -> Variant:
+        """The variant's declarations, read without importing it."""
+        declared = {}
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id in ("MUST_FAIL", "MAY_COST"):
+                        declared[target.id] = ast.literal_eval(node.value)
+        missing = {"MUST_FAIL", "MAY_COST"} - declared.keys()
+        if missing:
+            raise ValueError(f"{path} must declare {sorted(missing)}")
+        return cls(path, tuple(declared["MUST_FAIL"]), tuple(declared["MAY_COST"]))
+
+
+class OnlyWhatTheVariantOwes:
+    """Deselects what a variant's verdict does not need: its own tasks' other tests, and controls."""
+
+    def __init__(self, variant: Variant) -> None:
+        self.variant = variant
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        keep: list[pytest.Item] = []
+        drop: list[pytest.Item] = []
+        for item in items:
+            task = item.get_closest_marker("task")
+            name = item.name.split("[")[0]
+            owed = task is not None and (task.args[0] not in self.variant.may_cost or name in self.variant.must_fail)
+            (keep if owed else drop).append(item)
+        items[:] = keep
+        config.hook.pytest_deselected(items=drop)
+
+
+def grade_variant(lab_dir: Path, variant: Variant, results: Path) -> int:
+    os.environ[f"LAB_IMPL_{lab_number(lab_dir.name)}"] = str(variant.path)
+    for name, module in list(sys.modules.items()):  # the lab's test module, loaded for the last variant
+        if Path(getattr(module, "__file__", None) or "/").parent == lab_dir:
+            del sys.modules[name]
+    args = [str(lab_dir), "-q", "--tb=no", "-p", "no:cacheprovider", "--timeout", "120", "--grade", str(results)]
+    return int(pytest.main(args, plugins=[OnlyWhatTheVariantOwes(variant)]))
+
+
+def main(argv: list[str]) -> int:
+    lab_dir, out_dir, *paths = (Path(a).resolve() for a in argv)
+    os.environ["HYPOTHESIS_PROFILE"] = "contract"  # the ci examples (the graded verdicts), unshrunk
+    for path in paths:
+        print(f"=== variant {path.stem}", flush=True)
+        code = grade_variant(lab_dir, Variant.read(path), out_dir / f"{path.stem}.json")
+        (out_dir / f"{path.stem}.exit").write_text(json.dumps(code))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

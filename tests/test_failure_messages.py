@@ -1,0 +1,62 @@
+"""Failures that teach: every assertion in a graded test says, in the lesson's terms, what broke.
+
+A bare ``assert got == expected`` shows a student two values and no rule. So in each lab's
+``test_lab.py``, every ``assert`` inside a graded test (``@pytest.mark.task``) or a helper
+it calls must carry a message. Parametrize ids must stay short, since pytest prints one
+per failing case.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from mini_vllm.labs import LABS_DIR
+
+TEST_FILES = sorted(LABS_DIR.glob("lab-*/test_lab.py"))
+MAX_ID = 40  # characters in one parametrize id
+# Labs whose tests are still being brought up to this standard (issue 9).
+BARE_ASSERTS_LEFT = {"lab-01-tool-call-parser", "lab-02-openai-server", "lab-04-incremental-detokenizer"}
+LONG_IDS_LEFT = {"lab-01-tool-call-parser"}
+
+
+def is_control(function: ast.FunctionDef) -> bool:
+    return any("control" in ast.unparse(decorator) for decorator in function.decorator_list)
+
+
+def bare_asserts(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef) and not is_control(node)]
+    return [f"line {node.lineno}: {ast.unparse(node.test)[:80]}" for function in functions
+            for node in ast.walk(function) if isinstance(node, ast.Assert) and node.msg is None]
+
+
+def long_ids(path: Path) -> list[str]:
+    """Literal parametrize values without ``ids=`` whose printed id would be long."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("parametrize") and len(node.args) > 1:
+            if any(k.arg == "ids" for k in node.keywords) or not isinstance(node.args[1], (ast.List, ast.Tuple)):
+                continue
+            found += [f"line {v.lineno}: {ast.unparse(v)[:60]}" for v in node.args[1].elts
+                      if len(ast.unparse(v)) > MAX_ID]
+    return found
+
+
+def maybe_not_yet(path: Path, left: set[str]) -> object:
+    mark = pytest.mark.xfail(path.parent.name in left, reason="being brought up to standard (issue 9)", strict=True)
+    return pytest.param(path, id=path.parent.name, marks=mark)
+
+
+@pytest.mark.parametrize("path", [maybe_not_yet(p, BARE_ASSERTS_LEFT) for p in TEST_FILES])
+def test_every_assertion_says_which_rule_broke(path: Path) -> None:
+    bare = bare_asserts(path)
+    assert not bare, f"{path.parent.name}: assertions without a message:\n" + "\n".join(bare)
+
+
+@pytest.mark.parametrize("path", [maybe_not_yet(p, LONG_IDS_LEFT) for p in TEST_FILES])
+def test_parametrize_ids_are_short(path: Path) -> None:
+    long = long_ids(path)
+    assert not long, f"{path.parent.name}: give these parameters short ids (ids=...):\n" + "\n".join(long)
