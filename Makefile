@@ -7,7 +7,7 @@ NOTEBOOKS := phase-16-serving-apis-and-parsers/notebooks
 # `make grade` grades your starters unless you say otherwise (LAB_IMPL=solution make grade).
 GRADE_IMPL := $(or $(LAB_IMPL),starter)
 
-.PHONY: install test grade notebooks serve bench lint clean
+.PHONY: install test grade notebooks serve demo browser bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,25 @@ notebooks: install
 ## The OpenAI-compatible server on 127.0.0.1:8000, serving the LAB_IMPL you choose (default: the solution).
 serve: install
 	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
+
+## The same server with the demo page: naive vs course pipeline side by side, at http://127.0.0.1:8000/demo
+demo: install
+	$(PY) -m mini_vllm serve --demo --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
+
+## Headless Chromium, its driver, CJK and emoji fonts for the demo's browser test, installed with apt when missing.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null \
+		&& fc-list :lang=ja 2>/dev/null | grep -q . && fc-list 2>/dev/null | grep -qi emoji; then \
+		echo "browser: $$(chromium --version 2>/dev/null), $$(chromedriver --version 2>/dev/null | cut -d' ' -f1-2)"; \
+	elif command -v apt-get >/dev/null; then \
+		as_root=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$as_root apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$as_root apt-get install -y -qq --no-install-recommends \
+			chromium chromium-driver fonts-noto-cjk fonts-noto-color-emoji; \
+	else \
+		echo "browser: no apt-get here. Install Chromium, its matching chromedriver, a CJK and an emoji font yourself,"; \
+		echo "         or the demo's browser test (tests/test_demo_browser.py) is skipped."; \
+	fi
 
 ## Benchmarks: per-token cost as ratios against naive versions and real peers.
 bench: install
