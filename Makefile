@@ -34,9 +34,10 @@ notebooks: install
 serve: install
 	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
 
-## The same server with the demo page: naive vs course pipeline side by side, at http://127.0.0.1:8000/demo
+## The same server; open its demo page to watch naive decoding and your pipeline side by side.
 demo: install
-	$(PY) -m mini_vllm serve --demo --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
+	@echo "Demo page: http://127.0.0.1:$(or $(PORT),8000)/demo  (LAB_IMPL=$(or $(LAB_IMPL),solution); Ctrl-C stops)"
+	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
 
 ## Headless Chromium, its driver, CJK and emoji fonts for the demo's browser test, installed with apt when missing.
 browser:
