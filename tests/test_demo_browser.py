@@ -38,6 +38,7 @@ READ_PAGE = """
 const text = (id) => document.getElementById(id).textContent;
 return {
   run: document.body.dataset.run,
+  pipeline: text('pipeline-file'),
   naive: {state: naive.dataset.state, text: text('naive-text'), status: text('naive-status'),
           tokens: text('naive-token-count'), fffd: text('naive-fffd-count')},
   course: {state: course.dataset.state, text: text('course-text'), reasoning: text('course-reasoning'),
@@ -104,14 +105,15 @@ def stream(driver: Any, server: BackgroundServer, tokenizer: str, script: str, s
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
     driver.get(server.base_url.removesuffix("/v1") + "/demo")
-    WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.body.dataset.ready") == "true")
+    wait = WebDriverWait(driver, 60, poll_frequency=0.05)
+    wait.until(lambda d: d.execute_script("return document.body.dataset.ready") == "true")
     Select(driver.find_element(By.ID, "script")).select_by_value(script)
     Select(driver.find_element(By.ID, "tokenizer")).select_by_value(tokenizer)
     driver.execute_script("const s = document.getElementById('delay'); s.value = arguments[0];"
                           "s.dispatchEvent(new Event('input'));", DELAY_MS)
     driver.find_element(By.ID, "run").click()
-    WebDriverWait(driver, 60).until(lambda d: d.execute_script("return document.body.dataset.run") == "done",
-                                    f"the page never finished streaming {script!r} on {tokenizer}")
+    wait.until(lambda d: d.execute_script("return document.body.dataset.run") == "done",
+               f"the page never finished streaming {script!r} on {tokenizer}")
     page: dict[str, Any] = driver.execute_script(READ_PAGE)
     path = SCREENSHOTS / f"{shot}.png"
     driver.save_screenshot(str(path))
@@ -184,6 +186,7 @@ def test_blank_starter_shows_the_task_to_implement(browser: Any) -> None:
     assert "NotImplementedError" in course["status"] and "lab-02 task 1" in course["status"], (
         f"the right pane should name the task to implement, it says {course['status']!r}")
     assert "Traceback" not in course["status"]
+    assert page["pipeline"].endswith("starter.py"), f"the page should say which file runs, it says {page['pipeline']!r}"
     assert page["naive"]["state"] == "done" and "\ufffd" in page["naive"]["text"], "the naive pane needs no lab"
 
 
@@ -204,3 +207,33 @@ def test_stub_reached_mid_stream_is_shown_in_band(browser: Any) -> None:
     course = page["course"]
     assert course["state"] == "error" and "lab-02 task 2" in course["status"], course
     assert course["text"], "what the pipeline streamed before the stub should stay on screen"
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+def test_reasoning_deltas_are_shown_apart_from_the_content(browser: Any, field: str) -> None:
+    """vLLM sends thoughts as ``delta.reasoning`` (older vLLM and DeepSeek: ``reasoning_content``).
+
+    Until the reasoning lab is wired into the server, a formatter that sends every piece of text
+    as reasoning stands in for a thinking model.
+    """
+    solution = load_lab("lab-02", "solution")
+
+    class ThinkingFormatter(solution.ChunkFormatter):  # type: ignore[name-defined,misc]
+        def chunks(self, out: Any) -> list[dict[str, Any]]:
+            chunks: list[dict[str, Any]] = super().chunks(out)
+            for chunk in chunks:
+                for choice in chunk["choices"]:
+                    if "content" in choice.get("delta", {}):
+                        choice["delta"][field] = choice["delta"].pop("content")
+            return chunks
+
+    class Pipeline:
+        OutputPipeline = solution.OutputPipeline
+        ChunkFormatter = ThinkingFormatter
+
+    with BackgroundServer(build_engine("bpe"), pipeline=Pipeline) as thinking:  # type: ignore[arg-type]
+        page = stream(browser, thinking, "byte", "japanese", shot=f"thinking-{field}")
+    course = page["course"]
+    assert course["state"] == "done", course["status"]
+    assert (course["reasoning"], course["text"]) == (SCRIPTS["japanese"], ""), (
+        f"text sent as delta.{field} belongs in the reasoning box, not the content: {course!r}")

@@ -31,12 +31,13 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from fastapi import FastAPI
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mini_vllm.bpe_tokenizer import BPETokenizer
 from mini_vllm.byte_tokenizer import ByteTokenizer
 from mini_vllm.engine import Engine
+from mini_vllm.labs import load_lab
 from mini_vllm.protocol import ApiError
 from mini_vllm.server import create_app, error_response, sse
 from mini_vllm.tokenizer_base import Tokenizer
@@ -159,12 +160,20 @@ async def token_bytes_events(tokenizer: Tokenizer, script: str, delay_s: float) 
     yield "data: [DONE]\n\n"
 
 
+def describe_pipeline(module: ModuleType) -> str:
+    """Which file the right pane runs, e.g. ``lab-02-openai-server/starter.py`` (what LAB_IMPL chose)."""
+    path = getattr(module, "__file__", None)
+    return f"{Path(path).parent.name}/{Path(path).name}" if path else getattr(module, "__name__", "a custom pipeline")
+
+
 def add_demo_routes(app: FastAPI, pipeline: ModuleType | None = None, model_name: str = "mini-vllm",
                     default_tokenizer: str = "bpe") -> None:
     """Add the demo page and its two feeds to ``app`` (``pipeline``: as for ``create_app``)."""
 
+    lab = pipeline or load_lab("lab-02")  # resolved once, as create_app does: every pane's server runs the same code
+
     def build(tokenizer: Tokenizer) -> ASGIApp:
-        return create_app(PacedEngine(ToyModel(tokenizer)), model_name, pipeline)
+        return create_app(PacedEngine(ToyModel(tokenizer)), model_name, lab)
 
     @app.get("/demo", include_in_schema=False)
     async def page() -> HTMLResponse:
@@ -181,7 +190,7 @@ def add_demo_routes(app: FastAPI, pipeline: ModuleType | None = None, model_name
     @app.get("/demo/scripts")
     async def scripts() -> dict[str, Any]:
         return {"tokenizers": list(TOKENIZER_NAMES), "default_tokenizer": default_tokenizer,
-                "model": model_name, "max_delay_ms": MAX_DELAY_MS,
+                "model": model_name, "max_delay_ms": MAX_DELAY_MS, "pipeline": describe_pipeline(lab),
                 "scripts": [{"key": key, "label": label, "request": REQUEST_EXTRAS.get(key, {})}
                             for key, label in demo_scripts().items()]}
 

@@ -248,6 +248,7 @@ async function init() {
   if (wanted.has("tokenizer")) $("tokenizer").value = wanted.get("tokenizer");
   if (wanted.has("delay")) $("delay").value = wanted.get("delay");
   showDelay();
+  $("pipeline-file").textContent = config.pipeline;
   $("server-info").textContent = `model ${config.model} · tokenizers: ${config.tokenizers.join(", ")}`;
   $("delay").addEventListener("input", showDelay);
   $("controls").addEventListener("submit", start);
