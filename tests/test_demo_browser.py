@@ -30,8 +30,8 @@ from mini_vllm.toy_model import OSAKA_CALL, PARIS_CALL, SCRIPTS, WEATHER_CALL, T
 
 SCREENSHOTS = REPO_ROOT / "build" / "demo"
 DELAY_MS = 5  # small, so the whole module stays quick, but every token still arrives on its own
-HOW_TO_INSTALL = ("the demo's browser test needs Chromium and its driver: run `make browser` "
-                  "(apt: chromium chromium-driver fonts-noto-cjk), or set CHROMIUM and CHROMEDRIVER to their paths")
+HOW_TO_INSTALL = ("the demo's browser test needs Chromium and its driver: run `make browser` (apt: chromium "
+                  "chromium-driver fonts-noto-cjk fonts-noto-color-emoji), or set CHROMIUM and CHROMEDRIVER")
 
 # Everything the tests read, in one round trip, straight from the DOM.
 READ_PAGE = """
