@@ -9,7 +9,7 @@ GRADE_IMPL := $(or $(LAB_IMPL),starter)
 # What a failing grade says last, instead of make's own "Error 1" banner (see `verdict` below).
 STATUS := build/.status
 
-.PHONY: install test grade notebooks jupyter serve bench lint clean
+.PHONY: install test grade notebooks jupyter serve demo browser bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	@echo "Installing the course into $(VENV) (first run only; about a minute)..."
@@ -63,6 +63,26 @@ jupyter: install
 ## The OpenAI-compatible server on 127.0.0.1:8000, serving the LAB_IMPL you choose (default: the solution).
 serve: install
 	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
+
+## The same server; open its demo page to watch naive decoding and your pipeline side by side.
+demo: install
+	@echo "Demo page: http://127.0.0.1:$(or $(PORT),8000)/demo  (LAB_IMPL=$(or $(LAB_IMPL),solution); Ctrl-C stops)"
+	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
+
+## Headless Chromium, its driver, CJK and emoji fonts for the demo's browser test, installed with apt when missing.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null \
+		&& fc-list :lang=ja 2>/dev/null | grep -q . && fc-list 2>/dev/null | grep -qi emoji; then \
+		echo "browser: $$(chromium --version 2>/dev/null), $$(chromedriver --version 2>/dev/null | cut -d' ' -f1-2)"; \
+	elif command -v apt-get >/dev/null; then \
+		as_root=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$as_root apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$as_root apt-get install -y -qq --no-install-recommends \
+			chromium chromium-driver fonts-noto-cjk fonts-noto-color-emoji; \
+	else \
+		echo "browser: no apt-get here. Install Chromium, its matching chromedriver, a CJK and an emoji font yourself,"; \
+		echo "         or the demo's browser test (tests/test_demo_browser.py) is skipped."; \
+	fi
 
 ## Benchmarks: per-token cost as ratios against naive versions and real peers.
 bench: install

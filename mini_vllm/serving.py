@@ -12,6 +12,7 @@ import uvicorn
 
 from mini_vllm.bpe_tokenizer import BPETokenizer
 from mini_vllm.byte_tokenizer import ByteTokenizer
+from mini_vllm.demo import add_demo_routes
 from mini_vllm.engine import Engine
 from mini_vllm.kv_pool import BlockPool
 from mini_vllm.server import create_app
@@ -30,6 +31,7 @@ def build_engine(tokenizer: str = "bpe", token_delay_s: float = 0.0, seed: int =
 def serve(host: str = "127.0.0.1", port: int = 8000, tokenizer: str = "bpe", token_delay_s: float = 0.0) -> None:
     """Run in the foreground until interrupted (``make serve``)."""
     app = create_app(build_engine(tokenizer, token_delay_s), MODEL_NAME)
+    add_demo_routes(app, model_name=MODEL_NAME, default_tokenizer=tokenizer)  # /demo: the page of `make demo`
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 
@@ -47,7 +49,9 @@ class BackgroundServer:
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind(("127.0.0.1", 0))  # bound before uvicorn starts: no race for the port
         self.port = self._socket.getsockname()[1]
-        config = uvicorn.Config(create_app(engine, model_name, pipeline), log_level="warning", lifespan="off")
+        app = create_app(engine, model_name, pipeline)
+        add_demo_routes(app, pipeline, model_name)
+        config = uvicorn.Config(app, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
 

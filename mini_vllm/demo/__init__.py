@@ -1,0 +1,206 @@
+"""The demo page: the same scripted reply streamed naively and through the course pipeline, side by side.
+
+``add_demo_routes(app)`` adds to a server:
+
+- ``GET /demo``: a static page (``index.html``, ``demo.css``, ``demo.js`` beside this file; no build
+  step, nothing fetched from outside);
+- ``GET /demo/scripts``: what the page's pickers offer (tokenizers, scripted replies);
+- ``GET /demo/token-bytes?tokenizer=&script=&delay_ms=``: the left pane's feed. Server-sent events,
+  one per generated token, carrying that token's raw bytes in hex. The page decodes each token's
+  bytes on its own with a fresh ``TextDecoder``, so the U+FFFD diamonds it shows are made by the
+  browser, exactly as a client would make them from a server that ships every token as it comes;
+- ``/demo/tokenizers/<name>/v1/...``: the right pane's feed, a complete OpenAI server (the real
+  ``create_app``, with the pipeline ``LAB_IMPL`` chooses) whose engine uses tokenizer ``<name>``.
+  The page points its base URL there instead of adding a non-OpenAI field to the request body, so
+  the chat request stays plain OpenAI. Its ``?delay_ms=`` query sets the per-token delay of that
+  request only, so both panes stream at the speed the slider says.
+
+Both feeds take the token ids from the same toy model and the same script, so the two panes
+show one reply read two ways.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse, HTMLResponse, StreamingResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mini_vllm.bpe_tokenizer import BPETokenizer
+from mini_vllm.byte_tokenizer import ByteTokenizer
+from mini_vllm.engine import Engine
+from mini_vllm.labs import load_lab
+from mini_vllm.protocol import ApiError
+from mini_vllm.server import create_app, error_response, sse
+from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.toy_model import SCRIPTS, ToyModel, script_for
+
+PAGE_DIR = Path(__file__).resolve().parent
+TOKENIZER_NAMES = ("byte", "bpe")
+MAX_DELAY_MS = 2000  # a slider step of two seconds per token is already slower than anyone wants to watch
+
+# Scripts the pickers leave out: "long" exists to be interrupted by a test (thousands of tokens).
+HIDDEN_SCRIPTS = frozenset({"long"})
+LABELS = {
+    "japanese": "Japanese", "chinese": "Chinese", "emoji": "Emoji", "weather": "Tool call (weather)",
+    "two tools": "Two tool calls", "stop": "Stop string (stop=[\"STOP\"])",
+}
+# Request fields a script needs to show what it is for (the chat request only; the naive pane has no pipeline).
+REQUEST_EXTRAS: dict[str, dict[str, Any]] = {"stop": {"stop": ["STOP"]}}
+
+
+@functools.cache
+def load_demo_tokenizer(name: str) -> Tokenizer:
+    """The demo's only mapping from a tokenizer name to a tokenizer (raises ValueError for an unknown name).
+
+    Kept to one function so that it can become ``mini_vllm.load_tokenizer(name)`` when every
+    family has one loading door.
+    """
+    if name == "byte":
+        return ByteTokenizer()
+    if name == "bpe":
+        return BPETokenizer.from_file()
+    raise ValueError(f"unknown tokenizer {name!r}: choose one of {', '.join(TOKENIZER_NAMES)}")
+
+
+def demo_scripts() -> dict[str, str]:
+    """Script keyword -> label, in the toy model's order.
+
+    A keyword is offered only if sending it alone really selects its own script: the toy model
+    picks the first keyword it finds, and the page sends the bare keyword as the user message.
+    """
+    return {key: LABELS.get(key, key.capitalize()) for key in SCRIPTS
+            if key not in HIDDEN_SCRIPTS and script_for(key) == SCRIPTS[key]}
+
+
+# The per-token delay of the request being served; the demo's engines read it at every token.
+_request_delay_s: ContextVar[float] = ContextVar("demo_request_delay_s")
+
+
+class PacedEngine(Engine):
+    """An engine whose per-token delay is the current request's ``delay_ms`` when it gave one."""
+
+    @property
+    def token_delay_s(self) -> float:
+        return _request_delay_s.get(self._default_delay_s)
+
+    @token_delay_s.setter
+    def token_delay_s(self, value: float) -> None:
+        self._default_delay_s = value
+
+
+def check_tokenizer(name: str | None) -> Tokenizer:
+    try:
+        return load_demo_tokenizer(name or "")
+    except ValueError as error:
+        raise ApiError(400, str(error), param="tokenizer", code="unknown_tokenizer") from error
+
+
+def check_script(key: str | None) -> str:
+    if key not in demo_scripts():
+        raise ApiError(400, f"unknown script {key!r}: choose one of {', '.join(demo_scripts())}",
+                       param="script", code="unknown_script")
+    return key
+
+
+def check_delay_ms(raw: str | None) -> float:
+    """The ``delay_ms`` query value in seconds (default 0), or a 400 saying what is wrong."""
+    if raw is None:
+        return 0.0
+    try:
+        delay_ms = float(raw)
+    except ValueError:
+        delay_ms = float("nan")
+    if not 0 <= delay_ms <= MAX_DELAY_MS:  # also refuses nan and inf
+        raise ApiError(400, f"delay_ms must be a number of milliseconds from 0 to {MAX_DELAY_MS}, got {raw!r}",
+                       param="delay_ms", code="invalid_delay")
+    return delay_ms / 1000
+
+
+class ServerPerTokenizer:
+    """ASGI app under ``/demo/tokenizers/{tokenizer}``: one real OpenAI server per tokenizer, built on first use."""
+
+    def __init__(self, build: Callable[[Tokenizer], ASGIApp]) -> None:
+        self._build = build
+        self._apps: dict[str, ASGIApp] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        name = scope["path_params"]["tokenizer"]
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        try:
+            tokenizer = check_tokenizer(name)
+            delay_s = check_delay_ms(query.get("delay_ms", [None])[-1])
+        except ApiError as error:
+            await error_response(error)(scope, receive, send)
+            return
+        if name not in self._apps:
+            self._apps[name] = self._build(tokenizer)
+        reset = _request_delay_s.set(delay_s)
+        try:
+            await self._apps[name](scope, receive, send)
+        finally:
+            _request_delay_s.reset(reset)
+
+
+async def token_bytes_events(tokenizer: Tokenizer, script: str, delay_s: float) -> AsyncIterator[str]:
+    """One event per generated token (EOS included, marked special), paced like the engine."""
+    specials = set(tokenizer.all_special_ids)
+    for index, token_id in enumerate(ToyModel(tokenizer).reply_ids(script)):
+        await asyncio.sleep(delay_s)
+        yield sse({"index": index, "id": token_id, "special": token_id in specials,
+                   "hex": tokenizer.decode_single_token_bytes(token_id).hex()})
+    yield "data: [DONE]\n\n"
+
+
+def describe_pipeline(module: ModuleType) -> str:
+    """Which file the right pane runs, e.g. ``lab-02-openai-server/starter.py`` (what LAB_IMPL chose)."""
+    path = getattr(module, "__file__", None)
+    return f"{Path(path).parent.name}/{Path(path).name}" if path else getattr(module, "__name__", "a custom pipeline")
+
+
+def add_demo_routes(app: FastAPI, pipeline: ModuleType | None = None, model_name: str = "mini-vllm",
+                    default_tokenizer: str = "bpe") -> None:
+    """Add the demo page and its two feeds to ``app`` (``pipeline``: as for ``create_app``)."""
+
+    lab = pipeline or load_lab("lab-02")  # resolved once, as create_app does: every pane's server runs the same code
+
+    def build(tokenizer: Tokenizer) -> ASGIApp:
+        return create_app(PacedEngine(ToyModel(tokenizer)), model_name, lab)
+
+    @app.get("/demo", include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse((PAGE_DIR / "index.html").read_text(encoding="utf-8"))
+
+    @app.get("/demo/demo.css", include_in_schema=False)
+    async def stylesheet() -> FileResponse:
+        return FileResponse(PAGE_DIR / "demo.css", media_type="text/css; charset=utf-8")
+
+    @app.get("/demo/demo.js", include_in_schema=False)
+    async def javascript() -> FileResponse:
+        return FileResponse(PAGE_DIR / "demo.js", media_type="text/javascript; charset=utf-8")
+
+    @app.get("/demo/scripts")
+    async def scripts() -> dict[str, Any]:
+        return {"tokenizers": list(TOKENIZER_NAMES), "default_tokenizer": default_tokenizer,
+                "model": model_name, "max_delay_ms": MAX_DELAY_MS, "pipeline": describe_pipeline(lab),
+                "scripts": [{"key": key, "label": label, "request": REQUEST_EXTRAS.get(key, {})}
+                            for key, label in demo_scripts().items()]}
+
+    @app.get("/demo/token-bytes")
+    async def token_bytes(tokenizer: str | None = None, script: str | None = None,
+                          delay_ms: str | None = None) -> Any:
+        try:
+            events = token_bytes_events(check_tokenizer(tokenizer), check_script(script), check_delay_ms(delay_ms))
+        except ApiError as error:
+            return error_response(error)
+        return StreamingResponse(events, media_type="text/event-stream")
+
+    app.mount("/demo/tokenizers/{tokenizer}", ServerPerTokenizer(build))

@@ -1,0 +1,262 @@
+// The demo page: one scripted reply, read two ways.
+//  - left ("naive"): each token's raw bytes, decoded alone by a fresh TextDecoder;
+//  - right ("course"): the real /v1/chat/completions stream, decoded by one streaming TextDecoder.
+// Plain JavaScript, no build step, nothing loaded from outside this server.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const REPLACEMENT = /\uFFFD/g;
+const MAX_TOKENS = 2048; // every script fits; the naive pane always shows the whole reply
+let config = null;
+let running = null; // the AbortController of the run in progress
+
+const countReplacements = (text) => (text.match(REPLACEMENT) || []).length;
+
+// Server-sent events from a fetch response: yields each event's data field as a string.
+// The body arrives in arbitrary pieces, so the decoder must be a streaming one: a character
+// split between two reads is kept until its last byte comes (this is the whole lesson, in a browser).
+async function* sseData(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder("utf-8");
+  let pending = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    pending += done ? decoder.decode() : decoder.decode(value, { stream: true });
+    let end;
+    while ((end = pending.indexOf("\n\n")) >= 0) {
+      const event = pending.slice(0, end);
+      pending = pending.slice(end + 2);
+      const data = event.split("\n").filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).replace(/^ /, "")).join("\n");
+      if (data) yield data;
+    }
+    if (done) return;
+  }
+}
+
+// An HTTP error from this server has OpenAI's body: {"error": {"message", "type", ...}}.
+async function errorMessage(response) {
+  try {
+    const body = await response.json();
+    if (body && body.error) return body.error;
+  } catch (_) { /* not JSON: fall through */ }
+  return { message: `HTTP ${response.status} ${response.statusText}`, type: "http_error" };
+}
+
+function describeError(error) {
+  if (error.type === "not_implemented" || /NotImplementedError/.test(error.message || "")) {
+    return "The course pipeline is not built yet.\n" + error.message +
+      "\nImplement that task, check it with `make lab-02`, then restart `LAB_IMPL=starter make demo`.";
+  }
+  return error.message;
+}
+
+function setState(pane, state, status) {
+  $(pane).dataset.state = state;
+  if (status !== undefined) $(`${pane}-status`).textContent = status;
+}
+
+// ---- left pane: decode each token alone -------------------------------------------------------
+
+function hexToBytes(hex) {
+  const bytes = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return bytes;
+}
+
+async function runNaive(params, signal) {
+  const text = $("naive-text");
+  const strip = $("naive-tokens");
+  let tokens = 0;
+  setState("naive", "streaming", "streaming…");
+  const query = new URLSearchParams({ tokenizer: params.tokenizer, script: params.script, delay_ms: params.delay });
+  const response = await fetch(`/demo/token-bytes?${query}`, { signal });
+  if (!response.ok) {
+    setState("naive", "error", describeError(await errorMessage(response)));
+    return;
+  }
+  for await (const data of sseData(response)) {
+    if (data === "[DONE]") break;
+    const token = JSON.parse(data);
+    tokens += 1;
+    const chip = document.createElement("span");
+    chip.textContent = token.special ? `#${token.id}` : token.hex.match(/../g).join(" ");
+    if (token.special) {
+      chip.className = "special"; // EOS: a client skips special tokens, so nothing to show
+    } else {
+      // A fresh decoder for every token, never told more bytes are coming: an unfinished
+      // character becomes U+FFFD here, in the browser, exactly as the WHATWG decoder rules say.
+      const shown = new TextDecoder("utf-8").decode(hexToBytes(token.hex));
+      text.append(shown);
+      if (shown.includes("\uFFFD")) chip.className = "broken";
+    }
+    strip.append(chip);
+    $("naive-token-count").textContent = tokens;
+    $("naive-fffd-count").textContent = countReplacements(text.textContent);
+  }
+  setState("naive", "done", `done: ${tokens} tokens, each decoded alone`);
+}
+
+// ---- right pane: the course pipeline over the real OpenAI endpoint ----------------------------
+
+function toolCallBox(index) {
+  let box = document.querySelector(`#course-tools .tool-call[data-index="${index}"]`);
+  if (!box) {
+    box = document.createElement("div");
+    box.className = "tool-call";
+    box.dataset.index = index;
+    const name = document.createElement("div");
+    name.className = "tool-name";
+    const args = document.createElement("pre");
+    args.className = "tool-args";
+    box.append(name, args);
+    $("course-tools").append(box);
+  }
+  return box;
+}
+
+function showDelta(delta) {
+  const reasoning = delta.reasoning ?? delta.reasoning_content;
+  if (reasoning) {
+    $("course-reasoning").hidden = false;
+    $("course-reasoning").append(reasoning);
+  }
+  if (delta.content) $("course-text").append(delta.content);
+  for (const call of delta.tool_calls || []) {
+    const box = toolCallBox(call.index ?? 0);
+    const fn = call.function || {};
+    // OpenAI's shape: the first entry of an index names the function, later ones only add arguments.
+    if (fn.name && !box.dataset.name) {
+      box.dataset.name = fn.name;
+      box.querySelector(".tool-name").textContent = fn.name;
+    }
+    if (fn.arguments) box.querySelector(".tool-args").append(fn.arguments);
+  }
+}
+
+function checkToolArguments() {
+  for (const box of document.querySelectorAll("#course-tools .tool-call")) {
+    try {
+      JSON.parse(box.querySelector(".tool-args").textContent);
+      box.dataset.json = "valid";
+    } catch (_) {
+      box.dataset.json = "invalid";
+    }
+  }
+}
+
+async function runCourse(params, signal) {
+  let chunks = 0;
+  let finish = null;
+  setState("course", "streaming", "streaming…");
+  const body = {
+    model: config.model,
+    messages: [{ role: "user", content: params.script }],
+    stream: true,
+    stream_options: { include_usage: true },
+    max_tokens: MAX_TOKENS,
+    ...params.request,
+  };
+  // The tokenizer is chosen by the base URL: /demo/tokenizers/<name>/v1 is a whole OpenAI server.
+  const url = `/demo/tokenizers/${encodeURIComponent(params.tokenizer)}/v1/chat/completions?delay_ms=${params.delay}`;
+  const response = await fetch(url, {
+    method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal,
+  });
+  if (!response.ok) {
+    setState("course", "error", describeError(await errorMessage(response)));
+    return;
+  }
+  for await (const data of sseData(response)) {
+    if (data === "[DONE]") break;
+    const chunk = JSON.parse(data);
+    if (chunk.error) { // a stub reached mid-stream: the server reports it in-band
+      checkToolArguments();
+      setState("course", "error", describeError(chunk.error));
+      return;
+    }
+    chunks += 1;
+    $("course-chunk-count").textContent = chunks;
+    if (chunk.usage) $("course-token-count").textContent = chunk.usage.completion_tokens;
+    for (const choice of chunk.choices || []) {
+      showDelta(choice.delta || {});
+      finish = choice.finish_reason || finish;
+    }
+    $("course-fffd-count").textContent = countReplacements($("course-output").textContent);
+  }
+  checkToolArguments();
+  setState("course", "done", `done: finish_reason=${finish}, ${chunks} chunks`);
+}
+
+// ---- controls ---------------------------------------------------------------------------------
+
+function resetPanes() {
+  for (const id of ["naive-text", "naive-tokens", "course-reasoning", "course-text", "course-tools"]) {
+    $(id).replaceChildren();
+  }
+  $("course-reasoning").hidden = true;
+  for (const id of ["naive-token-count", "naive-fffd-count", "course-token-count", "course-chunk-count",
+    "course-fffd-count"]) {
+    $(id).textContent = "0";
+  }
+}
+
+async function guarded(pane, run) {
+  try {
+    await run();
+  } catch (error) {
+    if (error.name === "AbortError") setState(pane, "stopped", "stopped");
+    else setState(pane, "error", `the stream failed: ${error.message}`);
+  }
+}
+
+async function start(event) {
+  if (event) event.preventDefault();
+  if (running) running.abort();
+  const controller = new AbortController();
+  running = controller;
+  const script = config.scripts.find((s) => s.key === $("script").value);
+  const params = {
+    script: script.key, request: script.request, tokenizer: $("tokenizer").value, delay: $("delay").value,
+  };
+  resetPanes();
+  document.body.dataset.run = "streaming";
+  $("stop").disabled = false;
+  await Promise.all([
+    guarded("naive", () => runNaive(params, controller.signal)),
+    guarded("course", () => runCourse(params, controller.signal)),
+  ]);
+  if (running === controller) {
+    running = null;
+    $("stop").disabled = true;
+    document.body.dataset.run = "done";
+  }
+}
+
+function showDelay() {
+  $("delay-value").textContent = `${$("delay").value} ms`;
+}
+
+async function init() {
+  const response = await fetch("/demo/scripts");
+  config = await response.json();
+  for (const script of config.scripts) $("script").append(new Option(script.label, script.key));
+  for (const name of config.tokenizers) $("tokenizer").append(new Option(name, name));
+  $("tokenizer").value = config.default_tokenizer;
+  // /demo?script=japanese&tokenizer=byte&delay=20&run=1 opens the page on a chosen case.
+  const wanted = new URLSearchParams(location.search);
+  if (wanted.has("script")) $("script").value = wanted.get("script");
+  if (wanted.has("tokenizer")) $("tokenizer").value = wanted.get("tokenizer");
+  if (wanted.has("delay")) $("delay").value = wanted.get("delay");
+  showDelay();
+  $("pipeline-file").textContent = config.pipeline;
+  $("server-info").textContent = `model ${config.model} · tokenizers: ${config.tokenizers.join(", ")}`;
+  $("delay").addEventListener("input", showDelay);
+  $("controls").addEventListener("submit", start);
+  $("stop").addEventListener("click", () => running && running.abort());
+  document.body.dataset.ready = "true";
+  if (wanted.get("run") === "1") start();
+}
+
+init().catch((error) => {
+  setState("course", "error", `could not load the demo's settings: ${error.message}`);
+});
