@@ -194,7 +194,8 @@ def characters_kept(obj: Any, seen: set[int] | None = None) -> int:
     ("", True, ("", "")),
 ], ids=["qwen3", "leading-whitespace", "no-thinking", "late-think-is-content", "thinking-is-not-think",
         "spaces-then-text", "starts-in-reasoning", "cut-short", "starts-in-reasoning-no-end", "implicit-end",
-        "duplicated-end", "only-end-tags-removed", "empty-thought", "stray-end-without-thought", "empty", "empty-in-reasoning"])
+        "duplicated-end", "only-end-tags-removed", "empty-thought", "stray-end-without-thought", "empty",
+        "empty-in-reasoning"])
 def test_split_reasoning_examples(text: str, starts: bool, expected: tuple[str, str]) -> None:
     assert rule_split(text, starts) == expected  # the oracle itself agrees with the README's examples
     got = lab.split_reasoning(text, starts_in_reasoning=starts)
@@ -246,7 +247,7 @@ def test_a_split_open_tag_is_not_leaked() -> None:
 @pytest.mark.task(2)
 def test_a_split_end_tag_is_not_leaked() -> None:
     chunks = ["<think>plan</thi", "nk>answer"]
-    deltas, p = feed_all(chunks)
+    deltas, _ = feed_all(chunks)
     assert [(d.reasoning, d.content) for d in deltas] == [("plan", ""), ("", "answer")], \
         "'</thi' must be held, then consumed: it is in neither channel\n" + trace(chunks)
 
@@ -262,7 +263,7 @@ def test_qwen3_reply_one_character_at_a_time() -> None:
 @pytest.mark.task(2)
 def test_starts_in_reasoning_when_the_template_wrote_think() -> None:
     chunks = ["The prompt ended with <think>, so", " this is thought.", "</think>", "\n\nAnswer."]
-    deltas, p = feed_all(chunks, starts_in_reasoning=True)
+    deltas, _ = feed_all(chunks, starts_in_reasoning=True)
     assert [d.reasoning for d in deltas[:2]] == chunks[:2], \
         "a thought is shown as it arrives\n" + trace(chunks, True)
     assert shown(deltas) == ("".join(chunks[:2]), "\n\nAnswer."), trace(chunks, True)
@@ -364,10 +365,9 @@ def test_fifty_random_slicings() -> None:
 def test_cost_per_character_does_not_grow(chunk_size: int) -> None:
     """Count what the parser keeps between feeds: a feed can only re-scan what was kept."""
     reply = "<think>" + "plan </thi x <tool y </ " * 2000 + "</think>" + "answer </th z </b> " * 2000
-    p, most, fed = parser(), 0, 0
-    for start in range(0, len(reply), chunk_size):
+    p, most = parser(), 0
+    for fed, start in enumerate(range(0, len(reply), chunk_size), start=1):
         p.feed(reply[start : start + chunk_size])
-        fed += 1
         if fed % 97 == 0:
             most = max(most, characters_kept(p))
     assert most <= 200, (f"after feeding {len(reply):,} characters the parser keeps {most:,} characters: "

@@ -21,6 +21,7 @@ def split_reasoning(text: str, starts_in_reasoning: bool = False,
 
 
 class StreamingReasoningParser(_solution.StreamingReasoningParser):
-    def __init__(self, starts_in_reasoning: bool = False, implicit_end_tags: tuple[str, ...] = ("<tool_call>",)) -> None:
+    def __init__(self, starts_in_reasoning: bool = False,
+                 implicit_end_tags: tuple[str, ...] = ("<tool_call>",)) -> None:
         super().__init__(starts_in_reasoning, implicit_end_tags)
         self.reasoning_end_tags = (_solution.END_TAG,)

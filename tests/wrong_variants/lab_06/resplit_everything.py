@@ -13,7 +13,8 @@ MUST_FAIL = ["test_cost_per_character_does_not_grow"]
 
 
 class StreamingReasoningParser(_solution.StreamingReasoningParser):
-    def __init__(self, starts_in_reasoning: bool = False, implicit_end_tags: tuple[str, ...] = ("<tool_call>",)) -> None:
+    def __init__(self, starts_in_reasoning: bool = False,
+                 implicit_end_tags: tuple[str, ...] = ("<tool_call>",)) -> None:
         super().__init__(starts_in_reasoning, implicit_end_tags)
         self._options = (starts_in_reasoning, implicit_end_tags)
         self._seen = ""

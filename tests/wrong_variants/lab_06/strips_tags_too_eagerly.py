@@ -5,6 +5,7 @@ only '</think>' may be removed, and only whole.
 """
 
 import re
+from typing import Any
 
 from mini_vllm.labs import load_lab
 
@@ -25,8 +26,7 @@ def split_reasoning(text: str, starts_in_reasoning: bool = False,
 
 
 class StreamingReasoningParser(_solution.StreamingReasoningParser):
-    def _answer(self, window: str, out: object) -> None:
-        before = getattr(out, "content")
-        super()._answer(window, out)  # type: ignore[arg-type]
-        added = getattr(out, "content")[len(before) :]
-        setattr(out, "content", before + _THINK_LIKE.sub("", added))
+    def _answer(self, window: str, out: Any) -> None:
+        before = out.content
+        super()._answer(window, out)
+        out.content = before + _THINK_LIKE.sub("", out.content[len(before) :])
