@@ -32,7 +32,8 @@ notebooks: install
 
 ## The OpenAI-compatible server on 127.0.0.1:8000, serving the LAB_IMPL you choose (default: the solution).
 serve: install
-	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
+	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe) \
+		--reasoning-field $(or $(REASONING_FIELD),reasoning)
 
 ## Benchmarks: per-token cost as ratios against naive versions and real peers.
 bench: install
