@@ -371,7 +371,7 @@ def test_pipeline_alone_keeps_stop_strings_out_of_the_thought(tokenizer: Any) ->
     answer = "".join(o.text for o in outputs) + last.text
     assert thought == STOP_THOUGHT, "the whole thought, stop word included, belongs to the reasoning channel\n" + table
     assert answer == STOP_ANSWER[: STOP_ANSWER.index("STOP")], "the stop string cuts the answer only\n" + table
-    assert last.finish_reason == "stop" and last.stop_reason == "STOP"
+    assert (last.finish_reason, last.stop_reason) == ("stop", "STOP"), "the stop string in the answer ended the reply"
 
 
 @pytest.mark.task(4)
@@ -380,7 +380,7 @@ def test_reasoning_arrives_in_its_own_field(server: BackgroundServer) -> None:
     thought, answer, _, finish = channels(chunks)
     assert thought == THOUGHT, f"delta.reasoning should carry the thought, got {thought!r}"
     assert answer == ANSWER, f"delta.content should carry only the answer, got {answer!r}"
-    assert finish == "stop"
+    assert finish == "stop", f"a reply that ended at EOS finishes with 'stop', got {finish!r}"
     pieces = [extra(c.choices[0].delta, "reasoning") + (c.choices[0].delta.content or "") for c in chunks if c.choices]
     assert not any("\ufffd" in piece or "<think>" in piece or "</think>" in piece for piece in pieces), pieces
 
@@ -391,7 +391,7 @@ def test_a_thought_then_a_tool_call_without_an_end_tag(server: BackgroundServer)
     assert thought == TOOL_THOUGHT and answer == "", "the tool call ends the thought (an implicit end)"
     assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
         (WEATHER_CALL["name"], WEATHER_CALL["arguments"])], "the call still reaches the tool parser, whole"
-    assert finish == "tool_calls"
+    assert finish == "tool_calls", f"the reply made a call: finish_reason 'tool_calls', got {finish!r}"
 
 
 @pytest.mark.task(4)
@@ -399,15 +399,18 @@ def test_stop_string_cuts_only_the_answer(server: BackgroundServer) -> None:
     thought, answer, _, finish = channels(stream_chat(server, "think stop", stop=["STOP"]))
     assert "STOP" in STOP_THOUGHT and thought == STOP_THOUGHT, \
         "a stop word inside the thought must not end the reply (vLLM #53066)"
-    assert (answer, finish) == (STOP_ANSWER[: STOP_ANSWER.index("STOP")], "stop")
+    assert (answer, finish) == (STOP_ANSWER[: STOP_ANSWER.index("STOP")], "stop"), \
+        f"the STOP in the answer must cut it there: content {answer!r}, finish_reason {finish!r}"
     whole = ask(server, "think stop", stop=["STOP"]).choices[0]
-    assert (extra(whole.message, "reasoning"), whole.message.content) == (thought, answer)
+    assert (extra(whole.message, "reasoning"), whole.message.content) == (thought, answer), \
+        "not streamed: message.reasoning and message.content must match the stream"
 
 
 @pytest.mark.task(4)
 def test_a_duplicated_end_tag_never_reaches_the_user(server: BackgroundServer) -> None:
     thought, answer, _, _ = channels(stream_chat(server, "think twice"))
-    assert (thought, answer) == (TWICE_THOUGHT, TWICE_ANSWER.replace("</think>", "")), answer
+    assert (thought, answer) == (TWICE_THOUGHT, TWICE_ANSWER.replace("</think>", "")), \
+        f"the second </think> is a template artifact and must not reach the user: content {answer!r}"
 
 
 @pytest.mark.task(4)
@@ -425,8 +428,9 @@ def test_reasoning_streamed_equals_non_streamed(server: BackgroundServer, prompt
     thought, answer, calls, finish = channels(stream_chat(server, prompt, **options))
     whole = ask(server, prompt, **options).choices[0]
     assert (extra(whole.message, "reasoning"), whole.message.content or "", whole.finish_reason) == (
-        thought, answer, finish)
-    assert [c.function.arguments for c in whole.message.tool_calls or []] == [c.function.arguments for c in calls]
+        thought, answer, finish), "message.reasoning, content and finish_reason must match the stream"
+    assert [c.function.arguments for c in whole.message.tool_calls or []] == [
+        c.function.arguments for c in calls], "the tool calls must match the stream"
 
 
 @pytest.mark.task(4)
@@ -447,17 +451,18 @@ def test_include_reasoning_false_sends_no_thought(server: BackgroundServer) -> N
     assert not leaked and thought == "", f"include_reasoning: false, yet the thought was sent: {leaked[:2]}"
     assert answer == ANSWER, "the thought is still parsed out: it must not fall into the answer"
     whole = ask(server, "think", **options).choices[0]
-    assert not extra(whole.message, "reasoning") and whole.message.content == ANSWER
+    assert not extra(whole.message, "reasoning") and whole.message.content == ANSWER, \
+        "not streamed: no message.reasoning, and the answer alone as content"
 
 
 @pytest.mark.task(4)
 def test_reasoning_field_can_be_reasoning_content(deepseek_style_server: BackgroundServer) -> None:
     chunks = stream_chat(deepseek_style_server, "think")
     thought, answer, _, _ = channels(chunks, field="reasoning_content")
-    assert (thought, answer) == (THOUGHT, ANSWER)
+    assert (thought, answer) == (THOUGHT, ANSWER), "the thought goes out as delta.reasoning_content"
     assert not channels(chunks, field="reasoning")[0], "one name only: reasoning_content"
     whole = ask(deepseek_style_server, "think").choices[0]
-    assert extra(whole.message, "reasoning_content") == THOUGHT
+    assert extra(whole.message, "reasoning_content") == THOUGHT, "not streamed: message.reasoning_content"
 
 
 # -------------------------------------------------------------------------- control

@@ -197,7 +197,7 @@ def characters_kept(obj: Any, seen: set[int] | None = None) -> int:
         "duplicated-end", "only-end-tags-removed", "empty-thought", "stray-end-without-thought", "empty",
         "empty-in-reasoning"])
 def test_split_reasoning_examples(text: str, starts: bool, expected: tuple[str, str]) -> None:
-    assert rule_split(text, starts) == expected  # the oracle itself agrees with the README's examples
+    assert rule_split(text, starts) == expected, "the test's own reading of the rule disagrees with the README"
     got = lab.split_reasoning(text, starts_in_reasoning=starts)
     assert tuple(got) == expected, f"split_reasoning({quote(text)}, starts_in_reasoning={starts}): got {got}, " \
                                    f"the rule says {expected}"
@@ -206,7 +206,8 @@ def test_split_reasoning_examples(text: str, starts: bool, expected: tuple[str, 
 @pytest.mark.task(1)
 def test_implicit_end_tags_can_be_chosen() -> None:
     text = "<think>plan<|tool|>call<tool_call>"
-    assert tuple(lab.split_reasoning(text, implicit_end_tags=("<|tool|>",))) == ("plan", "<|tool|>call<tool_call>")
+    assert tuple(lab.split_reasoning(text, implicit_end_tags=("<|tool|>",))) == ("plan", "<|tool|>call<tool_call>"), \
+        "implicit_end_tags=('<|tool|>',): that tag ends the thought, and <tool_call> is no longer special"
     assert tuple(lab.split_reasoning(text, implicit_end_tags=())) == ("plan<|tool|>call<tool_call>", ""), \
         "with no implicit end tags, only </think> ends a thought"
 
@@ -365,13 +366,13 @@ def test_fifty_random_slicings() -> None:
 def test_cost_per_character_does_not_grow(chunk_size: int) -> None:
     """Count what the parser keeps between feeds: a feed can only re-scan what was kept."""
     reply = "<think>" + "plan </thi x <tool y </ " * 2000 + "</think>" + "answer </th z </b> " * 2000
-    p, most = parser(), 0
+    p = parser()
     for fed, start in enumerate(range(0, len(reply), chunk_size), start=1):
         p.feed(reply[start : start + chunk_size])
-        if fed % 97 == 0:
-            most = max(most, characters_kept(p))
-    assert most <= 200, (f"after feeding {len(reply):,} characters the parser keeps {most:,} characters: "
-                         "keep only the ambiguous suffix and the tags, never the history")
+        if fed % 97 == 0:  # checked as it goes, so a parser that keeps the history fails fast
+            kept = characters_kept(p)
+            assert kept <= 200, (f"after feeding {start + chunk_size:,} characters the parser keeps {kept:,}: "
+                                 "keep only the ambiguous suffix and the tags, never the history")
 
 
 # ---------------------------------------------------------- task 2: feed, properties
