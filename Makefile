@@ -62,7 +62,8 @@ jupyter: install
 
 ## The OpenAI-compatible server on 127.0.0.1:8000, serving the LAB_IMPL you choose (default: the solution).
 serve: install
-	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
+	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe) \
+		--reasoning-field $(or $(REASONING_FIELD),reasoning)
 
 ## The same server; open its demo page to watch naive decoding and your pipeline side by side.
 demo: install

@@ -1,4 +1,5 @@
-"""``.venv/bin/python -m mini_vllm serve [--port N] [--tokenizer byte|bpe] [--delay SECONDS]``."""
+"""``.venv/bin/python -m mini_vllm serve [--port N] [--tokenizer byte|bpe] [--delay SECONDS] [--no-reasoning]
+[--reasoning-field reasoning|reasoning_content]``."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ def main() -> None:
     run.add_argument("--port", type=int, default=8000)
     run.add_argument("--tokenizer", choices=["byte", "bpe"], default="bpe")
     run.add_argument("--delay", type=float, default=0.0, help="seconds per token, to watch a stream arrive")
+    run.add_argument("--reasoning", action=argparse.BooleanOptionalAction, default=True,
+                     help="send a chat reply's <think> thought apart from the answer (lab-06; default: on)")
+    run.add_argument("--reasoning-field", choices=["reasoning", "reasoning_content"], default="reasoning",
+                     help="the thought's name in deltas and messages (reasoning_content: DeepSeek-style clients)")
     args = parser.parse_args()
     print(describe_choice())
-    serve(args.host, args.port, args.tokenizer, args.delay)
+    serve(args.host, args.port, args.tokenizer, args.delay, args.reasoning, args.reasoning_field)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ class Engine:
         """
         if request_id not in self._running:
             self.admit(request_id, len(prompt_ids))
-        reply = self.model.reply_ids(user_message)
+        reply = self.model.reply_ids(user_message, prompt_ids)
         finished = False
         try:
             for step, token_id in enumerate(reply, start=1):

@@ -35,6 +35,8 @@ class GenerationRequest:
     params: SamplingParams
     stream: bool
     include_usage: bool
+    include_reasoning: bool = True  # false: the reply's thoughts are parsed out but never sent
+    enable_thinking: bool = False  # chat_template_kwargs.enable_thinking: the template opens the thought
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -54,8 +56,9 @@ def parse_request(body: dict[str, Any], kind: str, served_model: str) -> Generat
     if model != served_model:
         raise ApiError(404, f"The model `{model}` does not exist. This server serves `{served_model}`.",
                        param="model", code="model_not_found", type="NotFoundError")
+    enable_thinking = _enable_thinking(body) if kind == "chat" else False
     if kind == "chat":
-        prompt, user_message = _chat_prompt(body.get("messages"))
+        prompt, user_message = _chat_prompt(body.get("messages"), enable_thinking)
     else:
         raw_prompt = body.get("prompt")
         if not isinstance(raw_prompt, str) or not raw_prompt:
@@ -67,12 +70,30 @@ def parse_request(body: dict[str, Any], kind: str, served_model: str) -> Generat
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise ApiError(400, "stream_options must be an object", param="stream_options")
+    include_reasoning = body.get("include_reasoning", True)
+    if not isinstance(include_reasoning, bool):
+        raise ApiError(400, "include_reasoning must be true or false", param="include_reasoning")
     return GenerationRequest(kind, prompt, user_message, _sampling_params(body), stream,
-                             bool(options.get("include_usage", False)))
+                             bool(options.get("include_usage", False)), include_reasoning, enable_thinking)
 
 
-def _chat_prompt(messages: Any) -> tuple[str, str]:
-    """ChatML, the template Qwen uses: each message framed by <|im_start|>role ... <|im_end|>."""
+def _enable_thinking(body: dict[str, Any]) -> bool:
+    """``chat_template_kwargs.enable_thinking`` (the Qwen3 / vLLM convention), default false."""
+    kwargs = body.get("chat_template_kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise ApiError(400, "chat_template_kwargs must be an object", param="chat_template_kwargs")
+    enabled = kwargs.get("enable_thinking", False)
+    if not isinstance(enabled, bool):
+        raise ApiError(400, "enable_thinking must be true or false", param="chat_template_kwargs.enable_thinking")
+    return enabled
+
+
+def _chat_prompt(messages: Any, enable_thinking: bool = False) -> tuple[str, str]:
+    """ChatML, the template Qwen uses: each message framed by <|im_start|>role ... <|im_end|>.
+
+    With ``enable_thinking`` the template also opens the assistant's thought (``<think>\n``),
+    as Qwen3's thinking templates do: the reply then starts inside reasoning.
+    """
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "messages must be a non-empty list", param="messages")
     parts, user_message = [], ""
@@ -87,7 +108,8 @@ def _chat_prompt(messages: Any) -> tuple[str, str]:
         parts.append(f"<|im_start|>{message['role']}\n{content}<|im_end|>\n")
         if message["role"] == "user":
             user_message = content
-    return "".join(parts) + "<|im_start|>assistant\n", user_message
+    opening = "<|im_start|>assistant\n" + ("<think>\n" if enable_thinking else "")
+    return "".join(parts) + opening, user_message
 
 
 def _sampling_params(body: dict[str, Any]) -> SamplingParams:

@@ -38,8 +38,19 @@ def sse(payload: dict[str, Any]) -> str:
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
 
-def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleType | None = None) -> FastAPI:
-    """The app. ``pipeline`` is the module with ``OutputPipeline`` and ``ChunkFormatter`` (default: lab-02)."""
+REASONING_FIELDS = ("reasoning", "reasoning_content")
+
+
+def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleType | None = None,
+               reasoning: bool = True, reasoning_field: str = "reasoning") -> FastAPI:
+    """The app. ``pipeline`` is the module with ``OutputPipeline`` and ``ChunkFormatter`` (default: lab-02).
+
+    ``reasoning``: split a chat reply's ``<think>`` thought into its own channel (lab-06).
+    ``reasoning_field``: its name on the wire: ``reasoning`` (vLLM today) or
+    ``reasoning_content`` (DeepSeek's API, older vLLM).
+    """
+    if reasoning_field not in REASONING_FIELDS:
+        raise ValueError(f"reasoning_field must be one of {REASONING_FIELDS}, got {reasoning_field!r}")
     lab = pipeline or load_lab("lab-02")
     app = FastAPI(title="mini_vllm", version="0.1.0")
     app.state.engine = engine
@@ -77,7 +88,9 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
         request_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex[:24]}"
         prompt_ids = engine.tokenizer.encode(req.prompt)
         try:
-            output = lab.OutputPipeline(engine.tokenizer, prompt_ids, req.params, parse_tool_calls=kind == "chat")
+            output = lab.OutputPipeline(engine.tokenizer, prompt_ids, req.params, parse_tool_calls=kind == "chat",
+                                        parse_reasoning=reasoning and kind == "chat",
+                                        starts_in_reasoning=reasoning and req.enable_thinking)
             formatter = lab.ChunkFormatter(kind, request_id, model_name, int(time.time()))
         except NotImplementedError as error:
             return error_response(not_implemented(error))
@@ -86,36 +99,57 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
         except NoFreeBlocks as error:
             return error_response(ApiError(503, f"the KV cache is full, retry later ({error})",
                                            type="server_error", code="kv_cache_full"))
-        chunks = run_request(engine, req, request_id, prompt_ids, output, formatter)
+        chunks = run_request(engine, req, request_id, prompt_ids, output, formatter, reasoning_field)
         if req.stream:
             return StreamingResponse(sse_stream(chunks), media_type="text/event-stream")
         try:
             collected = [chunk async for chunk in chunks]
         except NotImplementedError as error:
             return error_response(not_implemented(error))
-        return JSONResponse(merge_chunks(collected, kind))
+        return JSONResponse(merge_chunks(collected, kind, reasoning_field))
 
     return app
 
 
 async def run_request(engine: Engine, req: GenerationRequest, request_id: str, prompt_ids: list[int],
-                      output: Any, formatter: Any) -> AsyncIterator[dict[str, Any]]:
+                      output: Any, formatter: Any, reasoning_field: str = "reasoning") -> AsyncIterator[dict[str, Any]]:
     """Engine token ids -> the lab's pipeline -> OpenAI chunks. The request is aborted however this ends early."""
     completion_tokens, engine_reason = 0, "stop"
     try:
         async for step in engine.generate(request_id, prompt_ids, req.user_message, req.params):
             completion_tokens += 1
-            for chunk in formatter.chunks(output.push(step.token_id)):
+            for chunk in shape_reasoning(formatter.chunks(output.push(step.token_id)), req, reasoning_field):
                 yield chunk
             if output.stopped:  # a stop string: the reply is over, stop spending compute on it
                 break
             engine_reason = step.finish_reason or engine_reason
-        for chunk in formatter.chunks(output.finish(engine_reason)):
+        for chunk in shape_reasoning(formatter.chunks(output.finish(engine_reason)), req, reasoning_field):
             yield chunk
         if req.include_usage:
             yield formatter.usage_chunk(len(prompt_ids), completion_tokens)
     finally:
         engine.abort(request_id)  # no-op when it finished; frees the blocks after a stop string or a disconnect
+
+
+def shape_reasoning(chunks: list[dict[str, Any]], req: GenerationRequest, field: str) -> list[dict[str, Any]]:
+    """The thought as the client asked for it: under ``field``, or not at all (``include_reasoning: false``).
+
+    The pipeline always separates the thought (so it never leaks into the answer); this is
+    only about what goes on the wire. A chunk left with nothing to say is dropped.
+    """
+    shaped = []
+    for chunk in chunks:
+        emptied = False
+        for choice in chunk.get("choices", []):
+            delta = choice.get("delta")
+            if delta and "reasoning" in delta:
+                thought = delta.pop("reasoning")
+                if req.include_reasoning:
+                    delta[field] = thought
+                emptied = emptied or (not delta and not choice.get("finish_reason"))
+        if not emptied:
+            shaped.append(chunk)
+    return shaped
 
 
 async def sse_stream(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
@@ -127,7 +161,7 @@ async def sse_stream(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str
     yield "data: [DONE]\n\n"
 
 
-def merge_chunks(chunks: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+def merge_chunks(chunks: list[dict[str, Any]], kind: str, reasoning_field: str = "reasoning") -> dict[str, Any]:
     """The non-streaming response: exactly what the stream would have said, put together."""
     first = next((c for c in chunks if c.get("choices")), None)
     choices = [c["choices"][0] for c in chunks if c.get("choices")]
@@ -145,6 +179,9 @@ def merge_chunks(chunks: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     tool_calls = [{k: v for k, v in call.items() if k != "index"}
                   for c in choices for call in c["delta"].get("tool_calls") or []]
     message: dict[str, Any] = {"role": "assistant", "content": content or (None if tool_calls else "")}
+    thought = "".join(c["delta"].get(reasoning_field) or "" for c in choices)
+    if thought:
+        message[reasoning_field] = thought
     if tool_calls:
         message["tool_calls"] = tool_calls
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason,

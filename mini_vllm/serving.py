@@ -28,9 +28,11 @@ def build_engine(tokenizer: str = "bpe", token_delay_s: float = 0.0, seed: int =
     return Engine(ToyModel(chosen, seed=seed), BlockPool(), token_delay_s=token_delay_s)
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, tokenizer: str = "bpe", token_delay_s: float = 0.0) -> None:
+def serve(host: str = "127.0.0.1", port: int = 8000, tokenizer: str = "bpe", token_delay_s: float = 0.0,
+          reasoning: bool = True, reasoning_field: str = "reasoning") -> None:
     """Run in the foreground until interrupted (``make serve``)."""
-    app = create_app(build_engine(tokenizer, token_delay_s), MODEL_NAME)
+    app = create_app(build_engine(tokenizer, token_delay_s), MODEL_NAME, reasoning=reasoning,
+                     reasoning_field=reasoning_field)
     add_demo_routes(app, model_name=MODEL_NAME, default_tokenizer=tokenizer)  # /demo: the page of `make demo`
     uvicorn.run(app, host=host, port=port, log_level="info")
 
@@ -42,14 +44,15 @@ class BackgroundServer:
     ...     server.base_url  # e.g. http://127.0.0.1:40123/v1
     """
 
-    def __init__(self, engine: Engine, pipeline: ModuleType | None = None, model_name: str = MODEL_NAME) -> None:
+    def __init__(self, engine: Engine, pipeline: ModuleType | None = None, model_name: str = MODEL_NAME,
+                 reasoning: bool = True, reasoning_field: str = "reasoning") -> None:
         self.engine = engine
         self.model_name = model_name
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind(("127.0.0.1", 0))  # bound before uvicorn starts: no race for the port
         self.port = self._socket.getsockname()[1]
-        app = create_app(engine, model_name, pipeline)
+        app = create_app(engine, model_name, pipeline, reasoning=reasoning, reasoning_field=reasoning_field)
         add_demo_routes(app, pipeline, model_name)
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)

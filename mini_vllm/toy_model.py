@@ -2,13 +2,16 @@
 
 The reply is chosen from keywords in the last user message, so a test (or a person with
 curl) can ask for exactly the case it wants to see: multilingual text, emoji, a stop
-string, one or two tool calls, or a long reply to interrupt.
+string, one or two tool calls, a long reply to interrupt, or a reasoning model's
+`<think>` replies. Like a real model, it reads the end of its prompt: when the chat
+template already opened the thought (``<think>\n``), it does not write `<think>` again.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from mini_vllm.tokenizer_base import Tokenizer
@@ -24,8 +27,23 @@ WEATHER_CALL: dict[str, Any] = {
 PARIS_CALL: dict[str, Any] = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}
 OSAKA_CALL: dict[str, Any] = {"name": "book_table", "arguments": {"city": "大阪", "people": 2, "mood": "🫨🍜"}}
 
+# The parts of the thinking replies, so tests can check each channel against what was written.
+THOUGHT = "\nThe user wants me to think first. 2 + 2 = 4, and 東京 is Tokyo 🫨.\n"
+ANSWER = "\n\nThe answer is 4. 🚀"
+TOOL_THOUGHT = "\nThe user wants the weather in Tokyo. I should call the tool.\n"
+STOP_THOUGHT = "\nThe user's stop word is STOP. I must not say STOP in the answer too early.\n"
+STOP_ANSWER = "\n\nCounting: one, two. STOP here. This part should never reach you."
+TWICE_THOUGHT = "\nA short thought.\n"
+TWICE_ANSWER = "\n\nThe answer is 42.</think> Really."  # a duplicated end tag: a template artifact
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+EMPTY_THOUGHT = "\nNothing to think about.\n"  # what it thinks when the template opened a thought for a plain reply
+
 # keyword -> reply; the first keyword found in the last user message wins.
 SCRIPTS: dict[str, str] = {
+    "think then call": THINK_OPEN + TOOL_THOUGHT + _call(**WEATHER_CALL),  # no </think>: the call ends the thought
+    "think stop": THINK_OPEN + STOP_THOUGHT + THINK_CLOSE + STOP_ANSWER,
+    "think twice": THINK_OPEN + TWICE_THOUGHT + THINK_CLOSE + TWICE_ANSWER,
+    "think": THINK_OPEN + THOUGHT + THINK_CLOSE + ANSWER,
     "two tools": "I will check both cities. " + _call(**PARIS_CALL) + " And then: " + _call(**OSAKA_CALL) + " Done.",
     "weather": "Let me check the weather for you." + _call(**WEATHER_CALL),
     "japanese": "こんにちは！今日の東京は晴れです。🗾 桜がきれいに咲いています。",
@@ -57,5 +75,15 @@ class ToyModel:
         self.tokenizer = tokenizer
         self.seed = seed
 
-    def reply_ids(self, user_message: str) -> list[int]:
-        return [*self.tokenizer.encode(script_for(user_message, self.seed)), self.tokenizer.eos_token_id]
+    def reply_ids(self, user_message: str, prompt_ids: Sequence[int] = ()) -> list[int]:
+        return [*self.tokenizer.encode(self.reply_text(user_message, prompt_ids)), self.tokenizer.eos_token_id]
+
+    def reply_text(self, user_message: str, prompt_ids: Sequence[int] = ()) -> str:
+        """The scripted reply, continuing the prompt: a thought the template opened is not opened again."""
+        reply = script_for(user_message, self.seed)
+        tail = self.tokenizer.decode(list(prompt_ids[-16:])) if prompt_ids else ""
+        if not tail.endswith(THINK_OPEN + "\n"):
+            return reply
+        if reply.startswith(THINK_OPEN + "\n"):
+            return reply[len(THINK_OPEN + "\n") :]  # the template wrote "<think>\n" already
+        return EMPTY_THOUGHT.lstrip("\n") + THINK_CLOSE + "\n\n" + reply

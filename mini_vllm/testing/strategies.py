@@ -111,3 +111,30 @@ def tool_call_replies(draw: st.DrawFn, max_calls: int = 3) -> GeneratedReply:
         blocks.append((len(text), len(text) + len(block)))
         text += block + after
     return GeneratedReply(text, "".join(prose), calls, blocks)
+
+
+# ---------------------------------------------------------------- reasoning replies
+
+# Pieces of text that trouble a <think> parser: whole tags, halves of tags, near misses,
+# whitespace (which may come before the opening tag), and a few wider characters.
+REASONING_PIECES: tuple[str, ...] = (
+    "<think>", "</think>", "<tool_call>", "<thi", "nk>", "</thi", "</", "<", ">", "/", "think", "<thinking",
+    "</b>", "<tool", "_call>", "<|tool|>", " ", "\n", "\t", "a", "é", "你", "🫨",
+)
+IMPLICIT_END_TAG_CHOICES: tuple[tuple[str, ...], ...] = ((), ("<tool_call>",), ("<tool_call>", "<|tool|>"))
+
+
+def reasoning_replies(max_pieces: int = 16) -> st.SearchStrategy[str]:
+    """Replies built from tag pieces and near misses, or from a small tag-heavy alphabet."""
+    pieces = st.lists(st.sampled_from(REASONING_PIECES), max_size=max_pieces).map("".join)
+    return pieces | st.text("<>/thinkol_c \n🫨", max_size=3 * max_pieces)
+
+
+def cut_positions(max_size: int = 40) -> st.SearchStrategy[set[int]]:
+    """Where to cut a text into chunks (positions past its end are ignored by :func:`cut`)."""
+    return st.sets(st.integers(1, 4 * max_size), max_size=max_size)
+
+
+def cut(whole: str, positions: set[int]) -> list[str]:
+    """``whole`` cut at those of ``positions`` that fall inside it."""
+    return split_at(whole, sorted(p for p in positions if 0 < p < len(whole)))

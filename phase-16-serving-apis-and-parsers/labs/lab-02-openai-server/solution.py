@@ -1,14 +1,17 @@
 """Lab 02 reference solution: the output pipeline behind an OpenAI-compatible server.
 
-Engine token ids go through three hold-back stages, each from its own lab, loaded
+Engine token ids go through four hold-back stages, each from its own lab, loaded
 through the LAB_IMPL loader (so the server runs whoever's code LAB_IMPL chooses):
 
-    token id -> detokenizer (lab-03 bytes / lab-04 BPE) -> stop strings (lab-05)
-             -> tool-call parser (lab-01, chat only) -> StepOutput -> OpenAI chunks
+    token id -> detokenizer (lab-03 bytes / lab-04 BPE)
+             -> reasoning parser (lab-06, chat only): the thought goes out as it is
+             -> on the answer only: stop strings (lab-05) -> tool-call parser (lab-01, chat only)
+             -> StepOutput -> OpenAI chunks
 
 Each stage only ever passes on text it is sure of, so the stages compose without
-knowing about each other: the stop checker never sees half a character, and the tool
-parser never sees text past a stop string.
+knowing about each other: the reasoning parser and the stop checker never see half a
+character, a stop string never matches inside a thought, and the tool parser never
+sees text past a stop string.
 """
 
 from __future__ import annotations
@@ -32,13 +35,14 @@ class StepOutput:
     tool_calls: list[Any] = field(default_factory=list)  # lab-01 ToolCall objects
     finish_reason: str | None = None  # only on the last output: "stop", "length" or "tool_calls"
     stop_reason: str | None = None  # the stop string that ended the reply, if one did
+    reasoning: str = ""  # more of the model's thought (lab-06), sent apart from the answer
 
 
 class OutputPipeline:
     """Turns one request's token ids into text and tool calls, with OpenAI's finish reasons."""
 
     def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int], params: SamplingParams,
-                 parse_tool_calls: bool) -> None:
+                 parse_tool_calls: bool, parse_reasoning: bool = False, starts_in_reasoning: bool = False) -> None:
         self._detokenize: Callable[[int], str]
         self._flush_text: Callable[[], str]
         if isinstance(tokenizer, ByteTokenizer):  # one byte per token: the byte-level detokenizer
@@ -52,6 +56,9 @@ class OutputPipeline:
         self._tool_lab = load_lab("lab-01")
         self._tool_parser = self._tool_lab.StreamingToolParser() if parse_tool_calls else None
         self._made_calls = False
+        # Before the stop strings: a stop word in the thought must not end the reply.
+        self._reasoning_parser = (load_lab("lab-06").StreamingReasoningParser(starts_in_reasoning=starts_in_reasoning)
+                                  if parse_reasoning else None)
 
     @property
     def stopped(self) -> bool:
@@ -59,12 +66,30 @@ class OutputPipeline:
         return bool(self._stops.stopped)
 
     def push(self, token_id: int) -> StepOutput:
-        return self._route(self._stops.feed(self._detokenize(token_id)))
+        return self._after_detokenizer(self._detokenize(token_id))
+
+    def _after_detokenizer(self, text: str) -> StepOutput:
+        """Thought to its channel at once; the answer on through the stop strings and the tool parser."""
+        reasoning, answer = self._split_reasoning(text)
+        out = self._route(self._stops.feed(answer))
+        out.reasoning = reasoning
+        return out
+
+    def _split_reasoning(self, text: str) -> tuple[str, str]:
+        if self._reasoning_parser is None or not text:
+            return "", text
+        delta = self._reasoning_parser.feed(text)
+        return delta.reasoning, delta.content
 
     def finish(self, engine_finish_reason: str) -> StepOutput:
         """The engine is done ("stop" at EOS, "length" at max_tokens): release every hold-back."""
         cut_by_length = engine_finish_reason == "length" and not self.stopped
-        out = self._route(self._stops.feed(self._flush_text()) + self._stops.flush())
+        reasoning, answer = self._split_reasoning(self._flush_text())
+        if self._reasoning_parser is not None:  # a thought cut by max_tokens stays a thought
+            last = self._reasoning_parser.finish()
+            reasoning, answer = reasoning + last.reasoning, answer + last.content
+        out = self._route(self._stops.feed(answer) + self._stops.flush())
+        out.reasoning = reasoning
         if self._tool_parser is not None:
             try:
                 last = self._tool_parser.finish()
@@ -108,11 +133,12 @@ class ChunkFormatter:
         if not self._sent_role:  # the first chunk of a chat stream says who is speaking
             deltas.append({"role": "assistant"})
             self._sent_role = True
-        if out.text:
-            if deltas:
-                deltas[0]["content"] = out.text
-            else:
-                deltas.append({"content": out.text})
+        for key, value in (("reasoning", out.reasoning), ("content", out.text)):  # thought first, as written
+            if value:
+                if deltas:
+                    deltas[0][key] = value
+                else:
+                    deltas.append({key: value})
         deltas.extend({"tool_calls": [self._tool_call_entry(call)]} for call in out.tool_calls)
         choices = [self._choice({"delta": delta}) for delta in deltas]
         if out.finish_reason:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mini_vllm.byte_tokenizer import ByteTokenizer  # noqa: F401 (to pick the right detokenizer)
-from mini_vllm.labs import load_lab  # noqa: F401 (to load labs 01, 03, 04 and 05)
+from mini_vllm.labs import load_lab  # noqa: F401 (to load labs 01, 03, 04, 05 and 06)
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.tokenizer_base import Tokenizer
 
@@ -29,13 +29,14 @@ class StepOutput:
     tool_calls: list[Any] = field(default_factory=list)  # lab-01 ToolCall objects
     finish_reason: str | None = None  # only on the last output: "stop", "length" or "tool_calls"
     stop_reason: str | None = None  # the stop string that ended the reply, if one did
+    reasoning: str = ""  # more of the model's thought (lab-06), sent apart from the answer
 
 
 class OutputPipeline:
     """Turns one request's token ids into text and tool calls, with OpenAI's finish reasons."""
 
     def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int], params: SamplingParams,
-                 parse_tool_calls: bool) -> None:
+                 parse_tool_calls: bool, parse_reasoning: bool = False, starts_in_reasoning: bool = False) -> None:
         raise NotImplementedError("lab-02 task 1: implement OutputPipeline.__init__ — see README, 'Your task'")
 
     @property

@@ -1,7 +1,7 @@
 """Lab 02 tests: the real server on 127.0.0.1, the official openai client, your pipeline inside.
 
 Run against your code:  make lab-02
-The server loads lab-02 (and through it labs 01, 03, 04, 05) with the LAB_IMPL loader,
+The server loads lab-02 (and through it labs 01, 03, 04, 05, 06) with the LAB_IMPL loader,
 so these tests exercise your whole pipeline. A stub reached inside the server comes
 back as HTTP 501, and the tests raise it here as the NotImplementedError it was.
 """
@@ -26,7 +26,19 @@ from mini_vllm.labs import load_lab
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
 from mini_vllm.testing.trace import Step, format_trace
-from mini_vllm.toy_model import OSAKA_CALL, PARIS_CALL, WEATHER_CALL, script_for
+from mini_vllm.toy_model import (
+    ANSWER,
+    OSAKA_CALL,
+    PARIS_CALL,
+    STOP_ANSWER,
+    STOP_THOUGHT,
+    THOUGHT,
+    TOOL_THOUGHT,
+    TWICE_ANSWER,
+    TWICE_THOUGHT,
+    WEATHER_CALL,
+    script_for,
+)
 
 lab = load_lab("lab-02")
 
@@ -34,8 +46,9 @@ TASKS = {
     1: "OutputPipeline.push: token ids to text, through labs 03/04, 05 and 01",
     2: "OutputPipeline.finish: the tail and the finish reason",
     3: "ChunkFormatter.chunks: OpenAI chunks on the wire",
+    4: "reasoning: the thought in its own channel, stop strings on the answer only (lab-06)",
 }
-pytestmark = pytest.mark.composes("01", "03", "04", "05")
+pytestmark = pytest.mark.composes("01", "03", "04", "05", "06")
 
 TOKENIZERS = ["byte", "bpe"]
 TEXT_PROMPTS = ["hello", "japanese", "chinese", "emoji"]
@@ -316,13 +329,149 @@ def test_completion_chunks(server: BackgroundServer) -> None:
     assert whole.choices[0].text == script_for("chinese") and whole.usage.completion_tokens > 0
 
 
+# ------------------------------------------- task 4: reasoning in its own channel (lab-06)
+
+
+def extra(message: Any, field: str) -> str:
+    """A field the SDK does not model (``reasoning``): it lands in pydantic's extra fields."""
+    return str((getattr(message, "model_extra", None) or {}).get(field) or "")
+
+
+def channels(chunks: list[Any], field: str = "reasoning") -> tuple[str, str, list[Any], str | None]:
+    """(thought, answer, tool-call entries, finish reason) as a client reassembles them."""
+    text, calls, finish = reassemble(chunks)
+    thought = "".join(extra(c.choices[0].delta, field) for c in chunks if c.choices)
+    return thought, text, calls, finish
+
+
+@pytest.fixture(scope="module")
+def deepseek_style_server() -> Iterator[BackgroundServer]:
+    """``--reasoning-field reasoning_content``, as DeepSeek's API names it."""
+    with BackgroundServer(build_engine("byte"), reasoning_field="reasoning_content") as running:
+        yield running
+
+
+@pytest.mark.task(4)
+@pytest.mark.parametrize("tokenizer", [ByteTokenizer(), BPETokenizer.from_file()], ids=TOKENIZERS)
+def test_pipeline_alone_keeps_stop_strings_out_of_the_thought(tokenizer: Any) -> None:
+    """No server: the thought mentions the stop word; only the answer may be cut by it."""
+    ids = [*tokenizer.encode(script_for("think stop")), tokenizer.eos_token_id]
+    pipeline = lab.OutputPipeline(tokenizer, tokenizer.encode("think stop"), SamplingParams(stop=("STOP",)),
+                                  parse_tool_calls=True, parse_reasoning=True)
+    outputs, steps = [], []
+    for i in ids:
+        out = pipeline.push(i)
+        outputs.append(out)
+        steps.append(Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, out.reasoning))
+        if pipeline.stopped:
+            break
+    last = pipeline.finish("stop")
+    table = format_trace(steps, "pipeline: token -> answer (emitted) / thought (right column)", ("answer", "thought"))
+    thought = "".join(o.reasoning for o in outputs) + last.reasoning
+    answer = "".join(o.text for o in outputs) + last.text
+    assert thought == STOP_THOUGHT, "the whole thought, stop word included, belongs to the reasoning channel\n" + table
+    assert answer == STOP_ANSWER[: STOP_ANSWER.index("STOP")], "the stop string cuts the answer only\n" + table
+    assert (last.finish_reason, last.stop_reason) == ("stop", "STOP"), "the stop string in the answer ended the reply"
+
+
+@pytest.mark.task(4)
+def test_reasoning_arrives_in_its_own_field(server: BackgroundServer) -> None:
+    chunks = stream_chat(server, "think")
+    thought, answer, _, finish = channels(chunks)
+    assert thought == THOUGHT, f"delta.reasoning should carry the thought, got {thought!r}"
+    assert answer == ANSWER, f"delta.content should carry only the answer, got {answer!r}"
+    assert finish == "stop", f"a reply that ended at EOS finishes with 'stop', got {finish!r}"
+    pieces = [extra(c.choices[0].delta, "reasoning") + (c.choices[0].delta.content or "") for c in chunks if c.choices]
+    assert not any("\ufffd" in piece or "<think>" in piece or "</think>" in piece for piece in pieces), pieces
+
+
+@pytest.mark.task(4)
+def test_a_thought_then_a_tool_call_without_an_end_tag(server: BackgroundServer) -> None:
+    thought, answer, calls, finish = channels(stream_chat(server, "think then call"))
+    assert thought == TOOL_THOUGHT and answer == "", "the tool call ends the thought (an implicit end)"
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
+        (WEATHER_CALL["name"], WEATHER_CALL["arguments"])], "the call still reaches the tool parser, whole"
+    assert finish == "tool_calls", f"the reply made a call: finish_reason 'tool_calls', got {finish!r}"
+
+
+@pytest.mark.task(4)
+def test_stop_string_cuts_only_the_answer(server: BackgroundServer) -> None:
+    thought, answer, _, finish = channels(stream_chat(server, "think stop", stop=["STOP"]))
+    assert "STOP" in STOP_THOUGHT and thought == STOP_THOUGHT, \
+        "a stop word inside the thought must not end the reply (vLLM #53066)"
+    assert (answer, finish) == (STOP_ANSWER[: STOP_ANSWER.index("STOP")], "stop"), \
+        f"the STOP in the answer must cut it there: content {answer!r}, finish_reason {finish!r}"
+    whole = ask(server, "think stop", stop=["STOP"]).choices[0]
+    assert (extra(whole.message, "reasoning"), whole.message.content) == (thought, answer), \
+        "not streamed: message.reasoning and message.content must match the stream"
+
+
+@pytest.mark.task(4)
+def test_a_duplicated_end_tag_never_reaches_the_user(server: BackgroundServer) -> None:
+    thought, answer, _, _ = channels(stream_chat(server, "think twice"))
+    assert (thought, answer) == (TWICE_THOUGHT, TWICE_ANSWER.replace("</think>", "")), \
+        f"the second </think> is a template artifact and must not reach the user: content {answer!r}"
+
+
+@pytest.mark.task(4)
+def test_max_tokens_inside_the_thought_gives_length(server: BackgroundServer) -> None:
+    thought, answer, _, finish = channels(stream_chat(server, "think", max_tokens=10))
+    assert finish == "length", "max_tokens ran out: the finish reason is length, even inside a thought"
+    assert answer == "" and thought and THOUGHT.startswith(thought.rstrip("\ufffd")), \
+        f"a thought cut short is still a thought: reasoning {thought!r}, content {answer!r}"
+
+
+@pytest.mark.task(4)
+@pytest.mark.parametrize(("prompt", "options"), [("think", {}), ("think then call", {}),
+                                                 ("think stop", {"stop": ["STOP"]})], ids=["think", "call", "stop"])
+def test_reasoning_streamed_equals_non_streamed(server: BackgroundServer, prompt: str, options: dict[str, Any]) -> None:
+    thought, answer, calls, finish = channels(stream_chat(server, prompt, **options))
+    whole = ask(server, prompt, **options).choices[0]
+    assert (extra(whole.message, "reasoning"), whole.message.content or "", whole.finish_reason) == (
+        thought, answer, finish), "message.reasoning, content and finish_reason must match the stream"
+    assert [c.function.arguments for c in whole.message.tool_calls or []] == [
+        c.function.arguments for c in calls], "the tool calls must match the stream"
+
+
+@pytest.mark.task(4)
+def test_enable_thinking_starts_inside_the_thought(server: BackgroundServer) -> None:
+    """The template writes '<think>\\n' into the prompt; the model goes straight on with its thought."""
+    options = {"extra_body": {"chat_template_kwargs": {"enable_thinking": True}}}
+    thought, answer, _, finish = channels(stream_chat(server, "think", **options))
+    assert (thought, answer, finish) == (THOUGHT.removeprefix("\n"), ANSWER, "stop"), \
+        "with enable_thinking the reply starts inside reasoning (starts_in_reasoning=True)"
+
+
+@pytest.mark.task(4)
+def test_include_reasoning_false_sends_no_thought(server: BackgroundServer) -> None:
+    options = {"extra_body": {"include_reasoning": False}}
+    chunks = stream_chat(server, "think", **options)
+    leaked = [c.choices[0].delta.model_extra for c in chunks if c.choices and c.choices[0].delta.model_extra]
+    thought, answer, _, _ = channels(chunks)
+    assert not leaked and thought == "", f"include_reasoning: false, yet the thought was sent: {leaked[:2]}"
+    assert answer == ANSWER, "the thought is still parsed out: it must not fall into the answer"
+    whole = ask(server, "think", **options).choices[0]
+    assert not extra(whole.message, "reasoning") and whole.message.content == ANSWER, \
+        "not streamed: no message.reasoning, and the answer alone as content"
+
+
+@pytest.mark.task(4)
+def test_reasoning_field_can_be_reasoning_content(deepseek_style_server: BackgroundServer) -> None:
+    chunks = stream_chat(deepseek_style_server, "think")
+    thought, answer, _, _ = channels(chunks, field="reasoning_content")
+    assert (thought, answer) == (THOUGHT, ANSWER), "the thought goes out as delta.reasoning_content"
+    assert not channels(chunks, field="reasoning")[0], "one name only: reasoning_content"
+    whole = ask(deepseek_style_server, "think").choices[0]
+    assert extra(whole.message, "reasoning_content") == THOUGHT, "not streamed: message.reasoning_content"
+
+
 # -------------------------------------------------------------------------- control
 
 
 class PerTokenPipeline:
     """The naive server: each token decoded on its own and sent at once."""
 
-    def __init__(self, tokenizer: Any, prompt_ids: Any, params: Any, parse_tool_calls: bool) -> None:
+    def __init__(self, tokenizer: Any, prompt_ids: Any, params: Any, parse_tool_calls: bool, **options: Any) -> None:
         self.tokenizer, self.stopped = tokenizer, False
 
     def push(self, token_id: int) -> SimpleNamespace:

@@ -12,5 +12,6 @@ MAY_COST = [2]
 
 
 class OutputPipeline(_solution.OutputPipeline):
-    def __init__(self, tokenizer: Any, prompt_ids: Any, params: Any, parse_tool_calls: bool) -> None:
-        super().__init__(tokenizer, prompt_ids, params.__class__(max_tokens=params.max_tokens), parse_tool_calls)
+    def __init__(self, tokenizer: Any, prompt_ids: Any, params: Any, parse_tool_calls: bool, **options: Any) -> None:
+        super().__init__(tokenizer, prompt_ids, params.__class__(max_tokens=params.max_tokens), parse_tool_calls,
+                         **options)

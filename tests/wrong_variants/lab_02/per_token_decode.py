@@ -12,7 +12,7 @@ MAY_COST = [1]
 
 
 class OutputPipeline(_solution.OutputPipeline):
-    def __init__(self, tokenizer: Any, prompt_ids: Any, params: Any, parse_tool_calls: bool) -> None:
-        super().__init__(tokenizer, prompt_ids, params, parse_tool_calls)
+    def __init__(self, tokenizer: Any, prompt_ids: Any, params: Any, parse_tool_calls: bool, **options: Any) -> None:
+        super().__init__(tokenizer, prompt_ids, params, parse_tool_calls, **options)
         self._detokenize = lambda token_id: tokenizer.decode([token_id], skip_special_tokens=True)
         self._flush_text = lambda: ""

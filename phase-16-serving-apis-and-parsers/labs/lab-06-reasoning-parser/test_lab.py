@@ -1,0 +1,490 @@
+"""Lab 06 tests: reasoning and content out of a streamed reply.
+
+Run against your code:  make lab-06
+Every expectation comes from `rule_split` and `must_hold` below: a character-by-character
+reading of the README's rule, written here, not in the lab. The batch function is held
+to it for any text, and the streaming parser for any text cut in any way.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from mini_vllm.labs import load_lab
+from mini_vllm.testing.strategies import (
+    IMPLICIT_END_TAG_CHOICES,
+    cut,
+    cut_positions,
+    reasoning_replies,
+    split_at,
+)
+from mini_vllm.testing.trace import Step, format_trace, quote
+
+lab = load_lab("lab-06")
+
+TASKS = {
+    1: "split_reasoning: the batch rule",
+    2: "feed: hold back only a possible tag",
+    3: "finish: the held text to the channel it was in",
+}
+
+START, END, TOOL = "<think>", "</think>", "<tool_call>"
+DEFAULT_TAGS: tuple[str, ...] = (TOOL,)
+
+
+# ------------------------------------------------------------------ the rule, read literally
+
+
+def rule_split(text: str, starts_in_reasoning: bool = False,
+               implicit: Sequence[str] = DEFAULT_TAGS) -> tuple[str, str]:
+    """The batch rule, one character at a time."""
+    i, reasoning, opened = 0, "", starts_in_reasoning
+    if not starts_in_reasoning:
+        first = 0
+        while first < len(text) and text[first].isspace():
+            first += 1
+        if text.startswith(START, first):  # otherwise all of it, whitespace included, is content
+            i, opened = first + len(START), True
+    if opened:
+        while True:
+            if i == len(text):
+                return reasoning, ""  # the thought never ended
+            if text.startswith(END, i):
+                i += len(END)  # consumed
+                break
+            if any(text.startswith(tag, i) for tag in implicit):
+                break  # kept: it begins the content
+            reasoning += text[i]
+            i += 1
+    content = ""
+    while i < len(text):
+        if text.startswith(END, i):
+            i += len(END)  # a duplicated (or stray) end tag never reaches the user
+        else:
+            content += text[i]
+            i += 1
+    return reasoning, content
+
+
+def could_become(rest: str, tags: Sequence[str]) -> bool:
+    """``rest`` is a proper prefix of one of ``tags``: the next chunk could complete it."""
+    return any(len(rest) < len(tag) and tag.startswith(rest) for tag in tags)
+
+
+def must_hold(fed: str, starts_in_reasoning: bool = False, implicit: Sequence[str] = DEFAULT_TAGS) -> str:
+    """After ``fed``, exactly the suffix that could still become a tag that matters there."""
+    i = 0
+    if not starts_in_reasoning:
+        while i < len(fed) and fed[i].isspace():
+            i += 1
+        if could_become(fed[i:], [START]):  # (the empty string could become anything)
+            return fed  # still deciding whether a thought opens: the whitespace waits too
+        if not fed.startswith(START, i):
+            return _must_hold_in_content(fed, 0)
+        i += len(START)
+    reasoning_tags = [END, *implicit]
+    for k in range(i, len(fed)):
+        if fed.startswith(END, k):
+            return _must_hold_in_content(fed, k + len(END))
+        if any(fed.startswith(tag, k) for tag in implicit):
+            return _must_hold_in_content(fed, k)
+        if could_become(fed[k:], reasoning_tags):
+            return fed[k:]
+    return ""
+
+
+def _must_hold_in_content(fed: str, k: int) -> str:
+    while k < len(fed):
+        if fed.startswith(END, k):
+            k += len(END)
+        elif could_become(fed[k:], [END]):
+            return fed[k:]
+        else:
+            k += 1
+    return ""
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def parser(starts_in_reasoning: bool = False, implicit: Sequence[str] = DEFAULT_TAGS) -> Any:
+    return lab.StreamingReasoningParser(starts_in_reasoning=starts_in_reasoning, implicit_end_tags=implicit)
+
+
+def feed_all(chunks: Sequence[str], starts_in_reasoning: bool = False,
+             implicit: Sequence[str] = DEFAULT_TAGS) -> tuple[list[Any], Any]:
+    p = parser(starts_in_reasoning, implicit)
+    return [p.feed(chunk) for chunk in chunks], p
+
+
+def shown(deltas: Sequence[Any]) -> tuple[str, str]:
+    return "".join(d.reasoning for d in deltas), "".join(d.content for d in deltas)
+
+
+def both(reasoning: str, content: str) -> str:
+    return f"R[{reasoning}] C[{content}]"
+
+
+def trace(chunks: Sequence[str], starts_in_reasoning: bool = False, implicit: Sequence[str] = DEFAULT_TAGS,
+          with_finish: bool = False) -> str:
+    """The stream step by step: what the parser showed (R = reasoning, C = content) against the rule."""
+    p = parser(starts_in_reasoning, implicit)
+    steps, fed, before = [], "", ("", "")
+    for chunk in chunks:
+        fed += chunk
+        delta = p.feed(chunk)
+        held = must_hold(fed, starts_in_reasoning, implicit)
+        now = rule_split(fed[: len(fed) - len(held)], starts_in_reasoning, implicit)
+        want = (now[0][len(before[0]) :], now[1][len(before[1]) :])
+        steps.append(Step("feed", chunk, both(delta.reasoning, delta.content) + f" held[{p.held_text}]",
+                          both(*want) + f" held[{held}]"))
+        before = now
+    if with_finish:
+        last = p.finish()
+        whole = rule_split(fed, starts_in_reasoning, implicit)
+        steps.append(Step("finish", "", both(last.reasoning, last.content) + f" held[{p.held_text}]",
+                          both(whole[0][len(before[0]) :], whole[1][len(before[1]) :]) + " held[]"))
+    title = f"starts_in_reasoning={starts_in_reasoning}, implicit_end_tags={tuple(implicit)}"
+    return format_trace(steps, title, ("shown", "the rule says"))
+
+
+def characters_kept(obj: Any, seen: set[int] | None = None) -> int:
+    """Every character reachable from ``obj``'s attributes: all that a later feed could scan again."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or isinstance(obj, (type, type(lab), int, float, bool)) or callable(obj) or obj is None:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, (str, bytes, bytearray)):
+        return len(obj)
+    if isinstance(obj, dict):
+        return sum(characters_kept(k, seen) + characters_kept(v, seen) for k, v in obj.items())
+    if isinstance(obj, (list, tuple, set, frozenset)) or type(obj).__name__ == "deque":
+        return sum(characters_kept(item, seen) for item in obj)
+    attributes = dict(getattr(obj, "__dict__", {}))
+    attributes.update({name: getattr(obj, name) for name in getattr(type(obj), "__slots__", ()) if hasattr(obj, name)})
+    return sum(characters_kept(value, seen) for value in attributes.values())
+
+
+# ------------------------------------------------------------- task 1: the batch rule
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize(("text", "starts", "expected"), [
+    ("<think>\nLet me add 2 and 2.\n</think>\n\nIt is 4.", False, ("\nLet me add 2 and 2.\n", "\n\nIt is 4.")),
+    ("\n  <think>hm</think>ok", False, ("hm", "ok")),  # leading whitespace and the tag: neither channel
+    ("Just an answer.", False, ("", "Just an answer.")),
+    ("An answer that mentions <think> later.", False, ("", "An answer that mentions <think> later.")),
+    ("<thinking about it>", False, ("", "<thinking about it>")),  # not the tag: a false alarm
+    ("  plain, after spaces", False, ("", "  plain, after spaces")),  # no opening: the spaces are content
+    ("still thinking</think>the answer", True, ("still thinking", "the answer")),  # the template wrote <think>
+    ("<think>a thought cut short", False, ("a thought cut short", "")),
+    ("thinking, all of it", True, ("thinking, all of it", "")),
+    ("<think>I need the weather<tool_call>{}</tool_call>", False, ("I need the weather", "<tool_call>{}</tool_call>")),
+    ("<think>a</think>b</think>c</think>", False, ("a", "bc")),  # duplicated end tags are removed
+    ("<think>x</think>see <think> and <thinking> and a </b>", False, ("x", "see <think> and <thinking> and a </b>")),
+    ("<think></think>", False, ("", "")),
+    ("An answer</think> with a stray end tag", False, ("", "An answer with a stray end tag")),
+    ("", False, ("", "")),
+    ("", True, ("", "")),
+], ids=["qwen3", "leading-whitespace", "no-thinking", "late-think-is-content", "thinking-is-not-think",
+        "spaces-then-text", "starts-in-reasoning", "cut-short", "starts-in-reasoning-no-end", "implicit-end",
+        "duplicated-end", "only-end-tags-removed", "empty-thought", "stray-end-without-thought", "empty",
+        "empty-in-reasoning"])
+def test_split_reasoning_examples(text: str, starts: bool, expected: tuple[str, str]) -> None:
+    assert rule_split(text, starts) == expected, "the test's own reading of the rule disagrees with the README"
+    got = lab.split_reasoning(text, starts_in_reasoning=starts)
+    assert tuple(got) == expected, f"split_reasoning({quote(text)}, starts_in_reasoning={starts}): got {got}, " \
+                                   f"the rule says {expected}"
+
+
+@pytest.mark.task(1)
+def test_implicit_end_tags_can_be_chosen() -> None:
+    text = "<think>plan<|tool|>call<tool_call>"
+    assert tuple(lab.split_reasoning(text, implicit_end_tags=("<|tool|>",))) == ("plan", "<|tool|>call<tool_call>"), \
+        "implicit_end_tags=('<|tool|>',): that tag ends the thought, and <tool_call> is no longer special"
+    assert tuple(lab.split_reasoning(text, implicit_end_tags=())) == ("plan<|tool|>call<tool_call>", ""), \
+        "with no implicit end tags, only </think> ends a thought"
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize(("tags", "error"), [([""], ValueError), ([3], TypeError), (["</think>"], ValueError),
+                                             (["<a", "x<a>"], ValueError), (7, TypeError)], ids=repr)
+def test_split_reasoning_rejects_bad_tags(tags: object, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        lab.split_reasoning("<think>x", implicit_end_tags=tags)  # type: ignore[arg-type]
+
+
+@pytest.mark.task(1)
+@given(reasoning_replies(), st.booleans(), st.sampled_from(IMPLICIT_END_TAG_CHOICES))
+@example("<think>a</think>b <thinking> c", False, DEFAULT_TAGS)
+@example("<think>plan<tool_call>{}</tool_call>", False, DEFAULT_TAGS)
+def test_split_reasoning_follows_the_rule_for_any_text(text: str, starts: bool, implicit: tuple[str, ...]) -> None:
+    got = lab.split_reasoning(text, starts_in_reasoning=starts, implicit_end_tags=implicit)
+    expected = rule_split(text, starts, implicit)
+    assert tuple(got) == expected, (f"split_reasoning({quote(text)}, starts_in_reasoning={starts}, "
+                                    f"implicit_end_tags={implicit}) = {got}; the rule says {expected}")
+
+
+# ------------------------------------------------------------ task 2: feed, examples
+
+
+@pytest.mark.task(2)
+def test_a_split_open_tag_is_not_leaked() -> None:
+    chunks = ["<thi", "nk>Hmm.</think>Yes."]
+    p = parser()
+    first = p.feed(chunks[0])
+    assert (first.reasoning, first.content, p.held_text) == ("", "", "<thi"), \
+        "'<thi' could still become <think>: hold it\n" + trace(chunks)
+    second = p.feed(chunks[1])
+    assert (second.reasoning, second.content) == ("Hmm.", "Yes."), trace(chunks)
+
+
+@pytest.mark.task(2)
+def test_a_split_end_tag_is_not_leaked() -> None:
+    chunks = ["<think>plan</thi", "nk>answer"]
+    deltas, _ = feed_all(chunks)
+    assert [(d.reasoning, d.content) for d in deltas] == [("plan", ""), ("", "answer")], \
+        "'</thi' must be held, then consumed: it is in neither channel\n" + trace(chunks)
+
+
+@pytest.mark.task(2)
+def test_qwen3_reply_one_character_at_a_time() -> None:
+    text = "<think>\nThe user wants 2 + 2. 東京 🫨\n</think>\n\nThe answer is 4."
+    chunks = list(text)
+    deltas, _ = feed_all(chunks)
+    assert shown(deltas) == ("\nThe user wants 2 + 2. 東京 🫨\n", "\n\nThe answer is 4."), trace(chunks)
+
+
+@pytest.mark.task(2)
+def test_starts_in_reasoning_when_the_template_wrote_think() -> None:
+    chunks = ["The prompt ended with <think>, so", " this is thought.", "</think>", "\n\nAnswer."]
+    deltas, _ = feed_all(chunks, starts_in_reasoning=True)
+    assert [d.reasoning for d in deltas[:2]] == chunks[:2], \
+        "a thought is shown as it arrives\n" + trace(chunks, True)
+    assert shown(deltas) == ("".join(chunks[:2]), "\n\nAnswer."), trace(chunks, True)
+
+
+@pytest.mark.task(2)
+def test_implicit_end_at_a_tool_call() -> None:
+    chunks = ["<think>I need the weather. ", "<tool_c", 'all>{"name": "get_weather"}']
+    deltas, p = feed_all(chunks)
+    assert shown(deltas) == ("I need the weather. ", '<tool_call>{"name": "get_weather"}'), \
+        "the tool call ends the thought and stays, for the tool parser\n" + trace(chunks)
+    assert not p.in_reasoning, "after an implicit end tag the parser is in the answer: in_reasoning must be False"
+
+
+@pytest.mark.task(2)
+def test_a_duplicated_end_tag_never_reaches_the_user() -> None:
+    chunks = ["<think>a</think>The answer.</th", "ink> Really."]
+    deltas, _ = feed_all(chunks)
+    assert [d.content for d in deltas] == ["The answer.", " Really."], trace(chunks)
+
+
+@pytest.mark.task(2)
+@pytest.mark.parametrize(("chunks", "starts"), [
+    (["<thinking about it", " more"], False),
+    (["<think>so a </b> is", " just text"], False),
+    (["<think>x <tool", "s> y"], False),
+    (["answer </b> and </thinking"], False),
+    (["<think>a</think>b </th", "e end"], False),
+], ids=["thinking", "b-tag", "tools", "content-near-miss", "content-false-end"])
+def test_false_alarms_are_released_at_once(chunks: list[str], starts: bool) -> None:
+    fed, p = "", parser(starts)
+    for chunk in chunks:
+        fed += chunk
+        p.feed(chunk)
+        assert p.held_text == must_hold(fed, starts), (
+            f"after {quote(fed)}: nothing here can become a tag any more, yet {quote(p.held_text)} is held\n"
+            + trace(chunks, starts))
+
+
+@pytest.mark.task(2)
+def test_whitespace_before_the_opening_waits_for_the_decision() -> None:
+    thought_chunks = ["\n ", "<think>", "idea"]
+    deltas, _ = feed_all(thought_chunks)
+    assert shown(deltas) == ("idea", ""), "the whitespace before <think> belongs to neither channel\n" \
+        + trace(thought_chunks)
+    answer_chunks = ["\n ", "Hi"]
+    deltas, _ = feed_all(answer_chunks)
+    assert shown(deltas) == ("", "\n Hi"), "no thought opened: the whitespace was the answer's\n" + trace(answer_chunks)
+
+
+@pytest.mark.task(2)
+def test_in_reasoning_follows_the_reply() -> None:
+    p = parser()
+    states = []
+    for chunk in ["  ", "<think>", "hmm", "</think>", "ok"]:
+        p.feed(chunk)
+        states.append(p.in_reasoning)
+    assert states == [False, True, True, False, False], f"in_reasoning after each chunk: {states}"
+    assert parser(starts_in_reasoning=True).in_reasoning, "starts_in_reasoning: inside a thought from the start"
+
+
+@pytest.mark.task(2)
+@pytest.mark.parametrize("bad", [None, b"<think>", 7, ["</think>"]], ids=repr)
+def test_non_str_chunk_raises_and_changes_nothing(bad: object) -> None:
+    p, twin = parser(), parser()  # the twin gets only the good chunks
+    p.feed("<think>plan </thi")
+    twin.feed("<think>plan </thi")
+    before = (p.held_text, p.in_reasoning)
+    with pytest.raises(TypeError) as raised:
+        p.feed(bad)  # type: ignore[arg-type]
+    assert type(bad).__name__ in str(raised.value), f"say what was wrong: {raised.value}"
+    assert (p.held_text, p.in_reasoning) == before, "a rejected chunk must leave the parser as it was"
+    assert p.feed("nk>done") == twin.feed("nk>done"), "the next good chunk works as if the bad one never came"
+
+
+@pytest.mark.task(2)
+@pytest.mark.parametrize(("tags", "error"), [([""], ValueError), ([None], TypeError), (["x</think>"], ValueError)],
+                         ids=repr)
+def test_parser_rejects_bad_tags(tags: object, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        lab.StreamingReasoningParser(implicit_end_tags=tags)  # type: ignore[arg-type]
+
+
+@pytest.mark.task(2)
+def test_fifty_random_slicings() -> None:
+    text = ("  <think>\nNear misses: <thinking>, a </b>, </thi, <tool, 你好 🫨 and </think\n</think>\n\n"
+            "The answer, with a stray </think> removed and <think> kept. <tool_call>{} ends in </th")
+    expected = rule_split(text)
+    for seed in range(50):
+        rng = random.Random(seed)
+        chunks = split_at(text, sorted(rng.sample(range(1, len(text)), rng.randint(1, len(text) // 3))))
+        deltas, p = feed_all(chunks)
+        r, c = shown(deltas)
+        assert (r, c + p.held_text) == expected, f"seed {seed}\n" + trace(chunks)
+
+
+@pytest.mark.task(2)
+@pytest.mark.parametrize("chunk_size", [1, 16])
+def test_cost_per_character_does_not_grow(chunk_size: int) -> None:
+    """Count what the parser keeps between feeds: a feed can only re-scan what was kept."""
+    reply = "<think>" + "plan </thi x <tool y </ " * 2000 + "</think>" + "answer </th z </b> " * 2000
+    p = parser()
+    for fed, start in enumerate(range(0, len(reply), chunk_size), start=1):
+        p.feed(reply[start : start + chunk_size])
+        if fed % 97 == 0:  # checked as it goes, so a parser that keeps the history fails fast
+            kept = characters_kept(p)
+            assert kept <= 200, (f"after feeding {start + chunk_size:,} characters the parser keeps {kept:,}: "
+                                 "keep only the ambiguous suffix and the tags, never the history")
+
+
+# ---------------------------------------------------------- task 2: feed, properties
+
+
+@pytest.mark.task(2)
+@given(reasoning_replies(), cut_positions(), st.booleans(), st.sampled_from(IMPLICIT_END_TAG_CHOICES))
+@example("<think>plan</think>answer", {13}, False, DEFAULT_TAGS)
+@example("<thi" + "nk>a</think>b", {4}, False, DEFAULT_TAGS)
+@example("<think>a <thinking> b</think>c <thinking> d", {9, 30}, False, DEFAULT_TAGS)
+@example("<think>I need a tool<tool_call>{}", {20}, False, DEFAULT_TAGS)
+def test_streaming_equals_batch_for_any_chunking(text: str, positions: set[int], starts: bool,
+                                                 implicit: tuple[str, ...]) -> None:
+    chunks = cut(text, positions)
+    deltas, p = feed_all(chunks, starts, implicit)
+    r, c = shown(deltas)
+    expected = rule_split(text, starts, implicit)
+    held = p.held_text
+    assert (r + held, c) == expected or (r, c + held) == expected, trace(chunks, starts, implicit)
+
+
+@pytest.mark.task(2)
+@given(reasoning_replies(), cut_positions(), st.booleans(), st.sampled_from(IMPLICIT_END_TAG_CHOICES))
+@example("<think>plan and more plan", {10}, False, DEFAULT_TAGS)  # nothing ambiguous: hold nothing
+@example("<think>a</think>see <thinking> b", {22}, False, DEFAULT_TAGS)
+@example("answer", set(), True, DEFAULT_TAGS)
+def test_held_text_is_exactly_the_ambiguous_suffix(text: str, positions: set[int], starts: bool,
+                                                   implicit: tuple[str, ...]) -> None:
+    chunks = cut(text, positions)
+    p, fed, r, c = parser(starts, implicit), "", "", ""
+    for chunk in chunks:
+        fed += chunk
+        delta = p.feed(chunk)
+        r, c = r + delta.reasoning, c + delta.content
+        held = must_hold(fed, starts, implicit)
+        assert p.held_text == held, (f"after {quote(fed)}: held {quote(p.held_text)}, but exactly {quote(held)} "
+                                     "could still become a tag\n" + trace(chunks, starts, implicit))
+        decided = rule_split(fed[: len(fed) - len(held)], starts, implicit)
+        assert (r, c) == decided, (f"after {quote(fed)}: shown {both(r, c)}, but everything but the held suffix is "
+                                   f"decided: {both(*decided)}\n" + trace(chunks, starts, implicit))
+
+
+# -------------------------------------------------------------------- task 3: finish
+
+
+def finish_releases_held(p: Any) -> tuple[Any, str]:
+    """Finish ``p``; check the held text went to the channel the parser was in, and return the delta."""
+    held, in_reasoning = p.held_text, p.in_reasoning
+    last = p.finish()
+    expected = (held, "") if in_reasoning else ("", held)
+    where = "reasoning" if in_reasoning else "content"
+    assert (last.reasoning, last.content) == expected, \
+        f"finish() must release the held {quote(held)} into {where}, got {both(last.reasoning, last.content)}"
+    return last, held
+
+
+@pytest.mark.task(3)
+def test_a_thought_cut_short_stays_a_thought() -> None:
+    p = parser()
+    p.feed("<think>I was about to close </thi")
+    last, _ = finish_releases_held(p)
+    assert last.content == "", "max_tokens ended the reply inside a thought: nothing of it is the answer"
+
+
+@pytest.mark.task(3)
+@pytest.mark.parametrize(("chunks", "starts"), [
+    (["  <thi"], False),  # undecided: the answer's
+    (["<think>x</think>answer </th"], False),  # a partial duplicate end tag in the answer
+    (["plan <tool_c"], True),  # a partial implicit end inside a thought
+    (["\n\n"], False),  # only whitespace
+], ids=["undecided", "content", "reasoning", "whitespace"])
+def test_finish_releases_the_held_text_into_its_channel(chunks: list[str], starts: bool) -> None:
+    _, p = feed_all(chunks, starts)
+    finish_releases_held(p)
+    assert p.held_text == "", "after finish() nothing is held"
+
+
+@pytest.mark.task(3)
+@given(reasoning_replies(), cut_positions(), st.booleans(), st.sampled_from(IMPLICIT_END_TAG_CHOICES))
+@example("<think>cut </thi", {5}, False, DEFAULT_TAGS)
+@example("thought <tool", set(), True, DEFAULT_TAGS)
+def test_finish_releases_held_text_for_any_stream(text: str, positions: set[int], starts: bool,
+                                                  implicit: tuple[str, ...]) -> None:
+    _, p = feed_all(cut(text, positions), starts, implicit)
+    finish_releases_held(p)
+
+
+@pytest.mark.task(3)
+def test_nothing_after_finish() -> None:
+    p = parser()
+    p.feed("<think>done")
+    p.finish()
+    with pytest.raises(RuntimeError):
+        p.feed("more")
+    with pytest.raises(RuntimeError):
+        p.finish()
+
+
+# -------------------------------------------------------------------------- control
+
+
+@pytest.mark.control
+def test_splitting_each_chunk_on_the_end_tag_leaks_it() -> None:
+    """The naive parser looks for '</think>' inside each chunk: '</thi' + 'nk>' walks right past it."""
+    reasoning, content, thinking = "", "", True
+    for chunk in ["<think>plan</thi", "nk>answer"]:
+        chunk = chunk.removeprefix("<think>")
+        if thinking and "</think>" in chunk:
+            before, after = chunk.split("</think>", 1)
+            reasoning, content, thinking = reasoning + before, content + after, False
+        elif thinking:
+            reasoning += chunk
+        else:
+            content += chunk
+    assert reasoning == "plan</think>answer" and content == "", "the tag and the answer leaked into the thought"
