@@ -22,7 +22,7 @@ install: $(VENV)/.installed
 
 ## All tests against the solutions, the contract checks on the starters, every notebook (2 workers).
 test: install
-	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist worksteal
+	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist loadgroup
 
 ## Grade LAB_IMPL (default: your starters): scorecard + results.json. Non-zero exit unless all pass.
 grade: run-grade
