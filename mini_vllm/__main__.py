@@ -1,9 +1,10 @@
-"""``python -m mini_vllm serve [--port N] [--tokenizer byte|bpe] [--delay SECONDS]``."""
+"""``python -m mini_vllm serve [--port N] [--tokenizer byte|bpe|spm] [--delay SECONDS]``."""
 
 from __future__ import annotations
 
 import argparse
 
+from mini_vllm.families import TOKENIZER_FAMILIES
 from mini_vllm.labs import describe_choice
 from mini_vllm.serving import serve
 
@@ -14,7 +15,8 @@ def main() -> None:
     run = commands.add_parser("serve", help="the OpenAI-compatible server, with the pipeline LAB_IMPL selects")
     run.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
     run.add_argument("--port", type=int, default=8000)
-    run.add_argument("--tokenizer", choices=["byte", "bpe"], default="bpe")
+    run.add_argument("--tokenizer", choices=TOKENIZER_FAMILIES, default="bpe",
+                     help="byte: one token per byte; bpe: GPT-2 style byte-level BPE; spm: Llama-style SentencePiece")
     run.add_argument("--delay", type=float, default=0.0, help="seconds per token, to watch a stream arrive")
     args = parser.parse_args()
     print(describe_choice())
