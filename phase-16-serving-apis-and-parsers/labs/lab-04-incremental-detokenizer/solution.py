@@ -101,7 +101,10 @@ class IncrementalDetokenizer:
         visible = sum(1 for token_id in self.tokens[position:] if token_id not in self._skipped)
         if right and len(right) < visible and left() + right == whole:
             return True
-        return left_may_be_clean and bool(left()) and not left().endswith(REPLACEMENT_CHAR)
+        if not left_may_be_clean:
+            return False
+        before = left()
+        return bool(before) and not before.endswith(REPLACEMENT_CHAR)
 
     def _last_prompt_boundary(self, prompt_text: str) -> int:
         """The last boundary at or before the prompt's end (one pass over the prompt, done once)."""
@@ -109,8 +112,8 @@ class IncrementalDetokenizer:
         if not prompt_text.endswith(REPLACEMENT_CHAR):
             return end
         for position in range(end - 1, max(0, end - 1 - _MAX_UNFINISHED_TOKENS), -1):
-            left = self._decode(self.tokens[:position])
-            if self._proven_boundary(position, prompt_text, lambda: left, left_may_be_clean=True):
+            left = partial(self._decode, self.tokens[:position])
+            if self._proven_boundary(position, prompt_text, left, left_may_be_clean=True):
                 return position
         return 0
 

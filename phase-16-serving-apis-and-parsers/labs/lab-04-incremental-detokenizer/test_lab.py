@@ -22,8 +22,8 @@ from mini_vllm import Tokenizer, load_tokenizer
 from mini_vllm.hf import HFTokenizer, hf_bpe_tokenizer, hf_spm_tokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.spm_tokenizer import SentencePieceBPETokenizer
-from mini_vllm.testing.stream_oracle import ExpectedStream, expected_stream
 from mini_vllm.testing.strategies import multilingual_text
+from mini_vllm.testing.stream_oracle import ExpectedStream, expected_stream
 from mini_vllm.testing.tokenizers import CountingTokenizer
 from mini_vllm.testing.trace import Step, format_trace, quote
 
@@ -320,7 +320,7 @@ def test_prompt_ending_mid_character(name: str) -> None:
     tokenizer = TOKENIZERS[name]
     ids = tokenizer.encode("Prompt 🫨 and then the answer 你好")
     cut = next(k for k in range(1, len(ids)) if tokenizer.decode(ids[:k]).endswith("\ufffd"))
-    pushed, tail = stream(tokenizer, ids[:cut], ids[cut:])
+    pushed, _ = stream(tokenizer, ids[:cut], ids[cut:])
     assert "".join(pushed).startswith(SHAKING), f"🫨 was completed by the output, so it is the output's: {pushed}"
     check_stream(tokenizer, ids[:cut], ids[cut:])
 
