@@ -69,3 +69,18 @@ def split_on_special(text: str, specials: Iterable[str]) -> list[tuple[str, bool
     # re.split with one capture group alternates plain, special, plain, special, ...
     parts = pattern.split(text)
     return [(part, index % 2 == 1) for index, part in enumerate(parts) if part]
+
+
+def encode_continuation(tokenizer: Tokenizer, text: str) -> list[int]:
+    """Token ids for ``text`` that continues earlier text (a model's reply after its prompt).
+
+    ``encode`` treats its input as the start of a text, and a SentencePiece tokenizer gives
+    the first word of a text a ``▁`` of its own: after a prompt that would decode as an
+    extra space. Encoding the text right after a special token (which ends the "start of
+    text" position) and dropping that token gives the ids a model would generate. For the
+    byte-level families this changes nothing.
+    """
+    marker = tokenizer.convert_ids_to_tokens([tokenizer.eos_token_id])[0]
+    ids = tokenizer.encode(marker + text)
+    assert ids[0] == tokenizer.eos_token_id, f"{marker!r} did not encode as its special token"
+    return ids[1:]

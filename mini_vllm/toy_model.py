@@ -11,7 +11,7 @@ import json
 import random
 from typing import Any
 
-from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.tokenizer_base import Tokenizer, encode_continuation
 
 
 def _call(name: str, arguments: dict[str, Any]) -> str:
@@ -58,4 +58,4 @@ class ToyModel:
         self.seed = seed
 
     def reply_ids(self, user_message: str) -> list[int]:
-        return [*self.tokenizer.encode(script_for(user_message, self.seed)), self.tokenizer.eos_token_id]
+        return [*encode_continuation(self.tokenizer, script_for(user_message, self.seed)), self.tokenizer.eos_token_id]
