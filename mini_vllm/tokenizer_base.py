@@ -34,7 +34,13 @@ class Tokenizer(Protocol):
         ...
 
     def decode_single_token_bytes(self, token_id: int) -> bytes:
-        """The raw bytes one token stands for (may be part of a character)."""
+        """The raw bytes one token stands for (may be part of a character).
+
+        The same idea in every family, and not the same as ``decode([token_id])``: a token
+        that is part of a character decodes to U+FFFD, and a SentencePiece decoder strips
+        the first space of what it decodes (``▁Hello`` stands for ``b" Hello"`` but
+        decodes alone to ``"Hello"``).
+        """
         ...
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]: ...
