@@ -1,10 +1,11 @@
-"""``.venv/bin/python -m mini_vllm serve [--port N] [--tokenizer byte|bpe] [--delay SECONDS] [--no-reasoning]
+"""``.venv/bin/python -m mini_vllm serve [--port N] [--tokenizer byte|bpe|spm] [--delay SECONDS] [--no-reasoning]
 [--reasoning-field reasoning|reasoning_content]``."""
 
 from __future__ import annotations
 
 import argparse
 
+from mini_vllm.families import TOKENIZER_FAMILIES
 from mini_vllm.labs import describe_choice
 from mini_vllm.serving import serve
 
@@ -15,7 +16,8 @@ def main() -> None:
     run = commands.add_parser("serve", help="the OpenAI-compatible server, with the pipeline LAB_IMPL selects")
     run.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
     run.add_argument("--port", type=int, default=8000)
-    run.add_argument("--tokenizer", choices=["byte", "bpe"], default="bpe")
+    run.add_argument("--tokenizer", choices=TOKENIZER_FAMILIES, default="bpe",
+                     help="byte: one token per byte; bpe: GPT-2 style byte-level BPE; spm: Llama-style SentencePiece")
     run.add_argument("--delay", type=float, default=0.0, help="seconds per token, to watch a stream arrive")
     run.add_argument("--reasoning", action=argparse.BooleanOptionalAction, default=True,
                      help="send a chat reply's <think> thought apart from the answer (lab-06; default: on)")

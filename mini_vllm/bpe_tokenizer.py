@@ -10,15 +10,21 @@ It does what GPT-2 style tokenizers do, in three steps:
 
 Decoding runs the byte map backwards. A token can stand for part of a character,
 which is why the streaming labs exist.
+
+:class:`MergeTokenizer` holds what every BPE family shares (the vocabulary, the merge
+loop, special tokens, id checks); :class:`BPETokenizer` adds the byte-level parts, and
+:mod:`mini_vllm.spm_tokenizer` the SentencePiece ones.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import regex
 
@@ -50,8 +56,35 @@ def byte_to_unicode() -> dict[int, str]:
     return mapping
 
 
-class BPETokenizer:
-    """Byte-level BPE with ranked merges, loaded from a Hugging Face ``tokenizer.json``."""
+@dataclass(frozen=True)
+class BPEFile:
+    """What a Hugging Face ``tokenizer.json`` with a BPE model says, as plain data."""
+
+    vocab: dict[str, int]
+    merges: list[tuple[str, str]]
+    special_tokens: dict[str, int]
+    spec: dict[str, Any]  # the whole file, for the family-specific parts (pre-tokenizer, decoder)
+
+    @classmethod
+    def read(cls, path: str | Path) -> BPEFile:
+        spec = json.loads(Path(path).read_text(encoding="utf-8"))
+        model = spec["model"]
+        if model.get("type") != "BPE":
+            raise ValueError(f"{path}: expected a BPE model, found {model.get('type')!r}")
+        # Older files spell a merge "a b"; newer ones as a two-item list.
+        merges = [(m.split(" ", 1)[0], m.split(" ", 1)[1]) if isinstance(m, str) else (m[0], m[1])
+                  for m in model["merges"]]
+        special = {t["content"]: t["id"] for t in spec.get("added_tokens", []) if t.get("special")}
+        return cls(dict(model["vocab"]), merges, special, spec)
+
+
+class MergeTokenizer:
+    """The parts every BPE family shares: vocabulary, ranked merges, special tokens, the protocol.
+
+    A family says how plain text becomes words (:meth:`_words`), how a word becomes its
+    first pieces (:meth:`_initial_pieces`), and which bytes a token stands for
+    (:meth:`_bytes_of`); merging, caching and id checks are done here once.
+    """
 
     def __init__(self, vocab: dict[str, int], merges: list[tuple[str, str]], special_tokens: dict[str, int],
                  eos_token: str = "<|endoftext|>") -> None:
@@ -61,28 +94,29 @@ class BPETokenizer:
         self._merge_rank = {pair: rank for rank, pair in enumerate(merges)}
         self._special_id = dict(special_tokens)
         self._eos_token = eos_token
-        unicode_to_byte = {char: byte for byte, char in byte_to_unicode().items()}
-        # Precompute every token's bytes once: decoding is then a join.
-        self._token_bytes: dict[int, bytes] = {}
-        for token_id, token in self._tokens.items():
-            if token in self._special_id:
-                self._token_bytes[token_id] = token.encode("utf-8")
-            else:
-                self._token_bytes[token_id] = bytes(unicode_to_byte[char] for char in token)
         self._vocab_size = max(self._tokens) + 1
+        # Every token's bytes, computed once: streaming asks for them once per token.
+        self._token_bytes = {
+            token_id: token.encode("utf-8") if token in self._special_id else self._bytes_of(token)
+            for token_id, token in self._tokens.items()
+        }
         self._word_cache: dict[str, list[int]] = {}
 
-    @classmethod
-    def from_file(cls, path: str | Path = SHIPPED_TOKENIZER) -> BPETokenizer:
-        """Load a byte-level BPE ``tokenizer.json`` (the course ships one; see ``data/``)."""
-        spec = json.loads(Path(path).read_text(encoding="utf-8"))
-        model = spec["model"]
-        if model.get("type") != "BPE":
-            raise ValueError(f"{path}: expected a BPE model, found {model.get('type')!r}")
-        # Older files spell a merge "a b"; newer ones as a two-item list.
-        merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
-        special = {t["content"]: t["id"] for t in spec.get("added_tokens", []) if t.get("special")}
-        return cls(model["vocab"], merges, special)  # type: ignore[arg-type]
+    # ------------------------------------------------------------------ family hooks
+
+    def _words(self, text: str, at_start: bool) -> list[str]:
+        """Split a run of plain text (no special tokens) into the words merges stay inside."""
+        raise NotImplementedError
+
+    def _initial_pieces(self, word: str) -> list[str]:
+        """A word as vocabulary entries before any merge."""
+        raise NotImplementedError
+
+    def _bytes_of(self, token: str) -> bytes:
+        """The raw bytes an ordinary (non-special) token stands for."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ shared
 
     @property
     def vocab_size(self) -> int:
@@ -98,51 +132,79 @@ class BPETokenizer:
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = []
-        for piece, is_special in split_on_special(text, self._special_id):
+        for index, (piece, is_special) in enumerate(split_on_special(text, self._special_id)):
             if is_special:
                 ids.append(self._special_id[piece])
                 continue
-            for word in GPT2_SPLIT.findall(piece):
-                ids.extend(self._encode_word(word))
+            for word in self._words(piece, at_start=index == 0):
+                cached = self._word_cache.get(word)
+                if cached is None:
+                    cached = [self._token_id[p] for p in apply_merges(self._initial_pieces(word), self._merge_rank)]
+                    self._word_cache[word] = cached
+                ids.extend(cached)
         return ids
-
-    def _encode_word(self, word: str) -> list[int]:
-        cached = self._word_cache.get(word)
-        if cached is None:
-            byte_map = byte_to_unicode()
-            pieces = [byte_map[b] for b in word.encode("utf-8")]
-            cached = [self._token_id[piece] for piece in self._merge(pieces)]
-            self._word_cache[word] = cached
-        return cached
-
-    def _merge(self, pieces: list[str]) -> list[str]:
-        """Apply the best-ranked merge everywhere it occurs, repeatedly, until none applies."""
-        while len(pieces) > 1:
-            pairs = set(pairwise(pieces))
-            best = min(pairs, key=lambda pair: self._merge_rank.get(pair, float("inf")))
-            if best not in self._merge_rank:
-                break
-            merged: list[str] = []
-            i = 0
-            while i < len(pieces):
-                if i + 1 < len(pieces) and (pieces[i], pieces[i + 1]) == best:
-                    merged.append(pieces[i] + pieces[i + 1])
-                    i += 2
-                else:
-                    merged.append(pieces[i])
-                    i += 1
-            pieces = merged
-        return pieces
 
     def decode_single_token_bytes(self, token_id: int) -> bytes:
         return self._token_bytes[check_token_id(token_id, self._vocab_size)]
 
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
-        for token_id in ids:  # validate everything first: a bad id anywhere is an error
+    def _visible_ids(self, ids: Sequence[int], skip_special_tokens: bool) -> list[int]:
+        """``ids`` checked (a bad id anywhere is an error), minus the specials when asked to skip them."""
+        for token_id in ids:
             check_token_id(token_id, self._vocab_size)
         skip = set(self._special_id.values()) if skip_special_tokens else set()
-        data = b"".join(self._token_bytes[token_id] for token_id in ids if token_id not in skip)
+        return [token_id for token_id in ids if token_id not in skip]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        data = b"".join(self._token_bytes[token_id] for token_id in self._visible_ids(ids, skip_special_tokens))
         return data.decode("utf-8", errors="replace")
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
         return [self._tokens[check_token_id(token_id, self._vocab_size)] for token_id in ids]
+
+
+def apply_merges(pieces: list[str], merge_rank: dict[tuple[str, str], int]) -> list[str]:
+    """Apply the best-ranked merge everywhere it occurs, repeatedly, until none applies.
+
+    (Hugging Face merges one occurrence at a time, leftmost first; the result is the
+    same, because a pair made by a merge always ranks after the merge that made it.)
+    """
+    while len(pieces) > 1:
+        best = min(pairwise(pieces), key=lambda pair: merge_rank.get(pair, len(merge_rank)))
+        if best not in merge_rank:
+            break
+        merged: list[str] = []
+        i = 0
+        while i < len(pieces):
+            if i + 1 < len(pieces) and (pieces[i], pieces[i + 1]) == best:
+                merged.append(pieces[i] + pieces[i + 1])
+                i += 2
+            else:
+                merged.append(pieces[i])
+                i += 1
+        pieces = merged
+    return pieces
+
+
+class BPETokenizer(MergeTokenizer):
+    """Byte-level BPE with ranked merges, loaded from a Hugging Face ``tokenizer.json``."""
+
+    def __init__(self, vocab: dict[str, int], merges: list[tuple[str, str]], special_tokens: dict[str, int],
+                 eos_token: str = "<|endoftext|>") -> None:
+        self._unicode_to_byte = {char: byte for byte, char in byte_to_unicode().items()}
+        super().__init__(vocab, merges, special_tokens, eos_token)
+
+    @classmethod
+    def from_file(cls, path: str | Path = SHIPPED_TOKENIZER) -> BPETokenizer:
+        """Load a byte-level BPE ``tokenizer.json`` (the course ships one; see ``data/``)."""
+        spec = BPEFile.read(path)
+        return cls(spec.vocab, spec.merges, spec.special_tokens)
+
+    def _words(self, text: str, at_start: bool) -> list[str]:
+        return list(GPT2_SPLIT.findall(text))
+
+    def _initial_pieces(self, word: str) -> list[str]:
+        byte_map = byte_to_unicode()
+        return [byte_map[b] for b in word.encode("utf-8")]
+
+    def _bytes_of(self, token: str) -> bytes:
+        return bytes(self._unicode_to_byte[char] for char in token)

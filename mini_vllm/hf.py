@@ -3,7 +3,8 @@
 - :func:`hf_byte_tokenizer` builds a ``tokenizers.Tokenizer`` with the same ids as
   :class:`~mini_vllm.byte_tokenizer.ByteTokenizer` (so ``DecodeStream`` can run on
   the exact byte stream the labs see);
-- :func:`hf_bpe_tokenizer` loads the shipped ``tokenizer.json`` with the real library;
+- :func:`hf_bpe_tokenizer` loads the shipped ``tokenizer.json`` with the real library,
+  :func:`hf_spm_tokenizer` the shipped SentencePiece-style ``spm_tokenizer.json``;
 - :class:`HFTokenizer` wraps either one in the course's tokenizer protocol.
 """
 
@@ -16,6 +17,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 from mini_vllm.bpe_tokenizer import SHIPPED_TOKENIZER, byte_to_unicode
 from mini_vllm.byte_tokenizer import SPECIAL_TOKENS
+from mini_vllm.spm_tokenizer import SHIPPED_SPM_TOKENIZER, metaspace_token_bytes
 from mini_vllm.tokenizer_base import check_token_id
 
 
@@ -34,6 +36,11 @@ def hf_bpe_tokenizer(path: str | Path = SHIPPED_TOKENIZER) -> Tokenizer:
     return Tokenizer.from_file(str(path))
 
 
+def hf_spm_tokenizer(path: str | Path = SHIPPED_SPM_TOKENIZER) -> Tokenizer:
+    """The shipped SentencePiece-style tokenizer (Metaspace, byte fallback), loaded by the real library."""
+    return Tokenizer.from_file(str(path))
+
+
 class HFTokenizer:
     """The course's tokenizer protocol on top of a ``tokenizers.Tokenizer``."""
 
@@ -45,6 +52,8 @@ class HFTokenizer:
         self._special_bytes = {i: text.encode("utf-8") for text, i in special.items()}
         self._eos_token_id = special[eos_token]
         self._byte_of_char = {char: byte for byte, char in byte_to_unicode().items()}
+        # Which family spells the tokens: Metaspace (▁ and <0xNN>) or the GPT-2 byte map.
+        self._metaspace = isinstance(tokenizer.pre_tokenizer, pre_tokenizers.Metaspace)
 
     @property
     def vocab_size(self) -> int:
@@ -72,6 +81,8 @@ class HFTokenizer:
             return self._special_bytes[token_id]
         token = self.backend.id_to_token(token_id)
         assert token is not None, f"token id {token_id} has no token in the backend vocabulary"
+        if self._metaspace:
+            return metaspace_token_bytes(token)
         return bytes(self._byte_of_char[char] for char in token)
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:

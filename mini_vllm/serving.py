@@ -10,10 +10,9 @@ from types import ModuleType, TracebackType
 
 import uvicorn
 
-from mini_vllm.bpe_tokenizer import BPETokenizer
-from mini_vllm.byte_tokenizer import ByteTokenizer
 from mini_vllm.demo import add_demo_routes
 from mini_vllm.engine import Engine
+from mini_vllm.families import load_tokenizer
 from mini_vllm.kv_pool import BlockPool
 from mini_vllm.server import create_app
 from mini_vllm.toy_model import ToyModel
@@ -22,10 +21,8 @@ MODEL_NAME = "mini-vllm"
 
 
 def build_engine(tokenizer: str = "bpe", token_delay_s: float = 0.0, seed: int = 0) -> Engine:
-    if tokenizer not in ("byte", "bpe"):
-        raise ValueError(f"tokenizer must be 'byte' or 'bpe', got {tokenizer!r}")
-    chosen = ByteTokenizer() if tokenizer == "byte" else BPETokenizer.from_file()
-    return Engine(ToyModel(chosen, seed=seed), BlockPool(), token_delay_s=token_delay_s)
+    """The toy engine on the shipped tokenizer of family ``tokenizer`` ("byte", "bpe" or "spm")."""
+    return Engine(ToyModel(load_tokenizer(tokenizer), seed=seed), BlockPool(), token_delay_s=token_delay_s)
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, tokenizer: str = "bpe", token_delay_s: float = 0.0,

@@ -34,7 +34,13 @@ class Tokenizer(Protocol):
         ...
 
     def decode_single_token_bytes(self, token_id: int) -> bytes:
-        """The raw bytes one token stands for (may be part of a character)."""
+        """The raw bytes one token stands for (may be part of a character).
+
+        The same idea in every family, and not the same as ``decode([token_id])``: a token
+        that is part of a character decodes to U+FFFD, and a SentencePiece decoder strips
+        the first space of what it decodes (``▁Hello`` stands for ``b" Hello"`` but
+        decodes alone to ``"Hello"``).
+        """
         ...
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]: ...
@@ -69,3 +75,18 @@ def split_on_special(text: str, specials: Iterable[str]) -> list[tuple[str, bool
     # re.split with one capture group alternates plain, special, plain, special, ...
     parts = pattern.split(text)
     return [(part, index % 2 == 1) for index, part in enumerate(parts) if part]
+
+
+def encode_continuation(tokenizer: Tokenizer, text: str) -> list[int]:
+    """Token ids for ``text`` that continues earlier text (a model's reply after its prompt).
+
+    ``encode`` treats its input as the start of a text, and a SentencePiece tokenizer gives
+    the first word of a text a ``▁`` of its own: after a prompt that would decode as an
+    extra space. Encoding the text right after a special token (which ends the "start of
+    text" position) and dropping that token gives the ids a model would generate. For the
+    byte-level families this changes nothing.
+    """
+    marker = tokenizer.convert_ids_to_tokens([tokenizer.eos_token_id])[0]
+    ids = tokenizer.encode(marker + text)
+    assert ids[0] == tokenizer.eos_token_id, f"{marker!r} did not encode as its special token"
+    return ids[1:]

@@ -14,7 +14,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.tokenizer_base import Tokenizer, encode_continuation
 
 
 def _call(name: str, arguments: dict[str, Any]) -> str:
@@ -76,7 +76,9 @@ class ToyModel:
         self.seed = seed
 
     def reply_ids(self, user_message: str, prompt_ids: Sequence[int] = ()) -> list[int]:
-        return [*self.tokenizer.encode(self.reply_text(user_message, prompt_ids)), self.tokenizer.eos_token_id]
+        # Encoded as the continuation of a prompt, so spm does not add a word-initial space.
+        return [*encode_continuation(self.tokenizer, self.reply_text(user_message, prompt_ids)),
+                self.tokenizer.eos_token_id]
 
     def reply_text(self, user_message: str, prompt_ids: Sequence[int] = ()) -> str:
         """The scripted reply, continuing the prompt: a thought the template opened is not opened again."""

@@ -11,16 +11,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mini_vllm import BPETokenizer, ByteTokenizer, Tokenizer
+import mini_vllm
+from mini_vllm import BPETokenizer, ByteTokenizer, SentencePieceBPETokenizer, Tokenizer, load_tokenizer
 from mini_vllm.bpe_tokenizer import SHIPPED_TOKENIZER, byte_to_unicode
-from mini_vllm.hf import HFTokenizer, hf_bpe_tokenizer, hf_byte_tokenizer
+from mini_vllm.hf import HFTokenizer, hf_bpe_tokenizer, hf_byte_tokenizer, hf_spm_tokenizer
+from mini_vllm.serving import build_engine
+from mini_vllm.spm_tokenizer import SHIPPED_SPM_TOKENIZER
 from mini_vllm.testing.strategies import MULTILINGUAL_CHARS, multilingual_text
 
 BYTES = ByteTokenizer()
 BPE = BPETokenizer.from_file()
 HF_BPE = hf_bpe_tokenizer()
+SPM = SentencePieceBPETokenizer.from_file()
+HF_SPM = hf_spm_tokenizer()
 CORPUS = (SHIPPED_TOKENIZER.parent / "corpus.txt").read_text(encoding="utf-8").splitlines()
-ALL_TOKENIZERS = {"byte": BYTES, "bpe": BPE, "hf-bpe": HFTokenizer(HF_BPE), "hf-byte": HFTokenizer(hf_byte_tokenizer())}
+ALL_TOKENIZERS = {"byte": BYTES, "bpe": BPE, "spm": SPM, "hf-bpe": HFTokenizer(HF_BPE),
+                  "hf-byte": HFTokenizer(hf_byte_tokenizer()), "hf-spm": HFTokenizer(HF_SPM)}
 
 
 def multilingual_samples(count: int = 200) -> list[str]:
@@ -130,4 +136,126 @@ def test_every_tokenizer_follows_the_protocol(name: str) -> None:
     text = "héllo 你好 🚀"
     ids = tokenizer.encode(text)
     assert tokenizer.decode(ids) == text
-    assert b"".join(tokenizer.decode_single_token_bytes(i) for i in ids) == text.encode("utf-8")
+    raw = b"".join(tokenizer.decode_single_token_bytes(i) for i in ids)
+    # The SentencePiece family gives the first word a space of its own, which decode strips again.
+    assert raw == text.encode("utf-8") or (name.endswith("spm") and raw == b" " + text.encode("utf-8"))
+
+
+# ------------------------------------------------------- the SentencePiece family (spm)
+
+THAI, BURMESE = "สวัสดีครับ วันนี้อากาศดีมาก", "မင်္ဂလာပါ နေကောင်းလား"
+SPACES = [" ", "  ", "   ", " lead", "  two leading", "trail ", "trail  ", " both ", "a  b   c", "\t tab", " \n "]
+
+
+def spm_samples(count: int = 240) -> list[str]:
+    """Multilingual strings that stress the Metaspace rules: Thai, Burmese, emoji, odd spaces, specials."""
+    words = [w for line in CORPUS for w in line.split()] + THAI.split() + BURMESE.split()
+    rng = random.Random(10)
+    extras = [*MULTILINGUAL_CHARS, *SPACES, "<|im_start|>", "<|im_end|>", "<|endoftext|>", "\ufffd", "🫨🚀",
+              "\u00ad", "\r\n", "ThisThis", "▁", "<0x41>"]
+    mixes = ["".join(rng.choice([rng.choice(words) + rng.choice(["", " ", "  "]), rng.choice(extras)])
+                     for _ in range(rng.randint(1, 10))) for _ in range(count)]
+    return [THAI, BURMESE, *SPACES, *CORPUS[:40], *mixes]
+
+
+SPM_SAMPLES = spm_samples()
+
+
+def test_there_are_enough_spm_samples() -> None:
+    assert len(SPM_SAMPLES) >= 200
+
+
+@pytest.mark.parametrize("text", SPM_SAMPLES, ids=range(len(SPM_SAMPLES)))
+def test_spm_encodes_and_decodes_exactly_like_hugging_face(text: str) -> None:
+    ids = SPM.encode(text)
+    assert ids == HF_SPM.encode(text, add_special_tokens=False).ids, f"encode({text!r})"
+    for skip in (False, True):
+        assert SPM.decode(ids, skip_special_tokens=skip) == HF_SPM.decode(ids, skip_special_tokens=skip), (
+            f"decode(encode({text!r}), skip_special_tokens={skip})")
+
+
+@given(multilingual_text(max_size=60))
+def test_spm_matches_hugging_face_on_any_text(text: str) -> None:
+    ids = SPM.encode(text)
+    assert ids == HF_SPM.encode(text, add_special_tokens=False).ids
+    # The family's one lossy step: the decoder strips the first space of the text.
+    assert SPM.decode(ids) == HF_SPM.decode(ids, skip_special_tokens=False) == text.removeprefix(" ")
+
+
+@given(st.lists(st.integers(0, SPM.vocab_size - 1), max_size=30))
+def test_spm_decodes_any_ids_like_hugging_face(ids: list[int]) -> None:
+    """Arbitrary ids: runs of byte tokens that are not UTF-8 turn into one U+FFFD per byte, on both sides."""
+    for skip in (False, True):
+        assert SPM.decode(ids, skip_special_tokens=skip) == HF_SPM.decode(ids, skip_special_tokens=skip)
+
+
+def test_spm_strips_exactly_one_leading_space() -> None:
+    this = SPM.encode("This")
+    assert SPM.convert_ids_to_tokens(this) == ["▁This"]
+    assert SPM.decode(this) == "This", "alone, ▁This decodes without its space"
+    assert SPM.decode(this * 2) == "This This", "inside a longer decode the same token keeps it"
+    assert SPM.decode(SPM.encode("  x")) == HF_SPM.decode(SPM.encode("  x")) == " x"
+
+
+def test_spm_token_bytes_are_the_raw_bytes_not_decode() -> None:
+    """decode_single_token_bytes is the same idea in every family; decode([id]) is not."""
+    hello, = SPM.encode("Hello")
+    assert SPM.decode_single_token_bytes(hello) == b" Hello" and SPM.decode([hello]) == "Hello"
+    byte_e5 = SPM.convert_ids_to_tokens(range(SPM.vocab_size)).index("<0xE5>")
+    assert byte_e5 == 0xE5 + 3, "like Llama 2: a byte token's id is its value + 3"
+    assert SPM.decode_single_token_bytes(byte_e5) == b"\xe5" and SPM.decode([byte_e5]) == "\ufffd"
+    hf = HFTokenizer(HF_SPM)
+    for token_id in range(SPM.vocab_size):
+        assert hf.decode_single_token_bytes(token_id) == SPM.decode_single_token_bytes(token_id), token_id
+
+
+@pytest.mark.parametrize("text", [THAI, BURMESE, "🫨 🚀", "服务器乱码字节", "你好 🫨 สวัสดี"])
+def test_spm_token_bytes_concatenate_to_the_text(text: str) -> None:
+    ids = SPM.encode(text)
+    assert b"".join(SPM.decode_single_token_bytes(i) for i in ids) == (" " + text).encode("utf-8"), (
+        "the bytes include the ▁ the first word was given")
+
+
+def test_shipped_spm_sends_the_lesson_characters_through_byte_fallback() -> None:
+    def tokens(text: str) -> list[str]:
+        return [t for t in SPM.convert_ids_to_tokens(SPM.encode(text)) if t != "▁"]
+
+    for text in ("🫨", "🚀", "สวัสดี", "မင်္ဂလာပါ"):
+        assert all(t.startswith("<0x") for t in tokens(text)), f"{text} must arrive as <0xNN> tokens: {tokens(text)}"
+    assert len([c for c in "服务器乱码字节" if all(t.startswith("<0x") for t in tokens(c))]) >= 3
+    assert tokens("你好") == ["▁你好"], "common CJK stays whole, so both cases are in one stream"
+
+
+def test_spm_training_script_reproduces_the_shipped_file() -> None:
+    script = SHIPPED_SPM_TOKENIZER.parent / "train_spm_tokenizer.py"
+    spec = importlib.util.spec_from_file_location("train_spm_tokenizer", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    retrained = module.train()
+    assert json.loads(retrained.to_str()) == json.loads(SHIPPED_SPM_TOKENIZER.read_text(encoding="utf-8"))
+    assert module.check(retrained) == []
+
+
+def test_spm_training_script_refuses_a_file_without_the_lesson_cases() -> None:
+    script = SHIPPED_SPM_TOKENIZER.parent / "train_spm_tokenizer.py"
+    spec = importlib.util.spec_from_file_location("train_spm_tokenizer", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    too_big = module.train()
+    too_big.add_tokens(["🫨", "ThisIsNew"])  # 🫨 would no longer need byte fallback
+    assert any("🫨" in problem for problem in module.check(too_big))
+
+
+@pytest.mark.parametrize("name", ["byte", "bpe", "spm"])
+def test_load_tokenizer_is_the_one_door(name: str) -> None:
+    kinds = {"byte": ByteTokenizer, "bpe": BPETokenizer, "spm": SentencePieceBPETokenizer}
+    assert isinstance(mini_vllm.load_tokenizer(name), kinds[name])
+    assert name in mini_vllm.TOKENIZER_FAMILIES
+    assert isinstance(build_engine(name).tokenizer, kinds[name])
+
+
+def test_load_tokenizer_names_the_choices() -> None:
+    with pytest.raises(ValueError, match="byte, bpe, spm"):
+        load_tokenizer("llama")

@@ -34,9 +34,8 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mini_vllm.bpe_tokenizer import BPETokenizer
-from mini_vllm.byte_tokenizer import ByteTokenizer
 from mini_vllm.engine import Engine
+from mini_vllm.families import TOKENIZER_FAMILIES, load_tokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.protocol import ApiError
 from mini_vllm.server import create_app, error_response, sse
@@ -44,7 +43,7 @@ from mini_vllm.tokenizer_base import Tokenizer
 from mini_vllm.toy_model import SCRIPTS, ToyModel, script_for
 
 PAGE_DIR = Path(__file__).resolve().parent
-TOKENIZER_NAMES = ("byte", "bpe")
+TOKENIZER_NAMES = TOKENIZER_FAMILIES
 MAX_DELAY_MS = 2000  # a slider step of two seconds per token is already slower than anyone wants to watch
 
 # Scripts the pickers leave out: "long" exists to be interrupted by a test (thousands of tokens).
@@ -59,16 +58,8 @@ REQUEST_EXTRAS: dict[str, dict[str, Any]] = {"stop": {"stop": ["STOP"]}}
 
 @functools.cache
 def load_demo_tokenizer(name: str) -> Tokenizer:
-    """The demo's only mapping from a tokenizer name to a tokenizer (raises ValueError for an unknown name).
-
-    Kept to one function so that it can become ``mini_vllm.load_tokenizer(name)`` when every
-    family has one loading door.
-    """
-    if name == "byte":
-        return ByteTokenizer()
-    if name == "bpe":
-        return BPETokenizer.from_file()
-    raise ValueError(f"unknown tokenizer {name!r}: choose one of {', '.join(TOKENIZER_NAMES)}")
+    """The tokenizer named ``name``, through the one loading door every family shares (ValueError if unknown)."""
+    return load_tokenizer(name)
 
 
 def demo_scripts() -> dict[str, str]:

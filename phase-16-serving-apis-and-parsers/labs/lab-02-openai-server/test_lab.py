@@ -21,11 +21,12 @@ import httpx
 import openai
 import pytest
 
-from mini_vllm import BPETokenizer, ByteTokenizer
+from mini_vllm import load_tokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
 from mini_vllm.testing.trace import Step, format_trace
+from mini_vllm.tokenizer_base import encode_continuation
 from mini_vllm.toy_model import (
     ANSWER,
     OSAKA_CALL,
@@ -50,7 +51,7 @@ TASKS = {
 }
 pytestmark = pytest.mark.composes("01", "03", "04", "05", "06")
 
-TOKENIZERS = ["byte", "bpe"]
+TOKENIZERS = ["byte", "bpe", "spm"]  # one of each family: mini_vllm.load_tokenizer names
 TEXT_PROMPTS = ["hello", "japanese", "chinese", "emoji"]
 
 
@@ -145,12 +146,12 @@ def events(lines: list[str]) -> list[Any]:
 
 
 @pytest.mark.task(1)
-@pytest.mark.parametrize("tokenizer", [ByteTokenizer(), BPETokenizer.from_file()], ids=TOKENIZERS)
+@pytest.mark.parametrize("tokenizer", [load_tokenizer(name) for name in TOKENIZERS], ids=TOKENIZERS)
 @pytest.mark.parametrize("prompt", TEXT_PROMPTS)
 def test_pipeline_alone_reassembles_the_reply(tokenizer: Any, prompt: str) -> None:
     """No server: token ids in, text out, and every piece whole."""
     reply = script_for(prompt)
-    ids = [*tokenizer.encode(reply), tokenizer.eos_token_id]
+    ids = [*encode_continuation(tokenizer, reply), tokenizer.eos_token_id]  # as the toy model does
     pipeline = lab.OutputPipeline(tokenizer, tokenizer.encode(prompt), SamplingParams(), parse_tool_calls=True)
     outputs = [pipeline.push(i) for i in ids]
     last = pipeline.finish("stop")
@@ -352,7 +353,7 @@ def deepseek_style_server() -> Iterator[BackgroundServer]:
 
 
 @pytest.mark.task(4)
-@pytest.mark.parametrize("tokenizer", [ByteTokenizer(), BPETokenizer.from_file()], ids=TOKENIZERS)
+@pytest.mark.parametrize("tokenizer", [load_tokenizer(name) for name in TOKENIZERS], ids=TOKENIZERS)
 def test_pipeline_alone_keeps_stop_strings_out_of_the_thought(tokenizer: Any) -> None:
     """No server: the thought mentions the stop word; only the answer may be cut by it."""
     ids = [*tokenizer.encode(script_for("think stop")), tokenizer.eos_token_id]

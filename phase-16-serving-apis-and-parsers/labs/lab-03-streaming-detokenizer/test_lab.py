@@ -369,3 +369,50 @@ def test_naive_approach_really_is_broken() -> None:
     naive = [BYTES.decode([i]) for i in BYTES.encode(ROCKET)]
     assert naive == ["\ufffd"] * 4, f"each byte of {ROCKET} alone should decode to U+FFFD, got {naive}"
     assert ROCKET not in "".join(naive), "the user never sees the rocket"
+
+
+# =====================================================================================
+# The SentencePiece family (spm): lab-03 gives the exact bytes, and that is not `decode`.
+# Kept apart from the rest of this file on purpose (it was added with the tokenizer families).
+# =====================================================================================
+
+from mini_vllm import load_tokenizer  # noqa: E402  (this section is self-contained)
+
+SPM = load_tokenizer("spm")  # Metaspace ▁ for spaces, <0xNN> byte fallback, decode strips one leading space
+SPM_TEXT = "This is สวัสดี 🫨 and 服务器"  # Thai, 🫨 and these CJK characters arrive as <0xNN> byte tokens
+
+
+@pytest.mark.task(2)
+def test_spm_bytes_stream_whole_characters_through_byte_fallback() -> None:
+    """One <0xNN> token is one byte: the byte rules carry over unchanged, character by character."""
+    ids = SPM.encode(SPM_TEXT)
+    assert sum(1 for t in SPM.convert_ids_to_tokens(ids) if t.startswith("<0x")) >= 20, "the lesson needs bytes here"
+    assert_matches_oracle(SPM, ids, "a <0xNN> token is one byte: the byte rules carry over, character by character")
+
+
+@pytest.mark.task(2)
+def test_spm_output_is_the_raw_bytes_so_the_first_space_stays() -> None:
+    """Exact bytes, but not decode(): the first word's ▁ is a real space byte, and lab-03 shows it.
+
+    decode() ends with a Strip step that removes the first space of the decoded string.
+    A byte-level detokenizer never sees strings, only bytes, so it cannot know which space
+    the decoder would strip. That is why a server streams this family with lab-04, which
+    is built on decode and keeps a context in front of the new tokens.
+    """
+    ids = SPM.encode(SPM_TEXT)
+    streamed = "".join(feed_each(SPM, ids))  # the text ends on a whole character: nothing is left to flush
+    raw = b"".join(SPM.decode_single_token_bytes(i) for i in ids).decode("utf-8")
+    assert streamed == raw, "lab-03 must give back exactly the bytes the tokens stand for"
+    assert streamed == " " + SPM.decode(ids), (
+        f"on spm the stream starts with the space decode() strips: {streamed[:6]!r} vs {SPM.decode(ids)[:5]!r}")
+
+
+@pytest.mark.control
+def test_spm_server_needs_decode_not_bytes() -> None:
+    """The difference is real: the tokenizers library itself strips that first space."""
+    from mini_vllm.hf import hf_spm_tokenizer
+
+    hf = hf_spm_tokenizer()
+    ids = hf.encode("This is it", add_special_tokens=False).ids
+    assert hf.decode(ids) == "This is it", "the real decoder strips the first space"
+    assert b"".join(SPM.decode_single_token_bytes(i) for i in ids) == b" This is it", "the bytes keep it"

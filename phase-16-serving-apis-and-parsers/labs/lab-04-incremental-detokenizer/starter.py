@@ -18,9 +18,11 @@ from mini_vllm.tokenizer_base import REPLACEMENT_CHAR, Tokenizer  # noqa: F401 (
 class IncrementalDetokenizer:
     """Streams the text of generated tokens, using only ``tokenizer.decode``.
 
-    The concatenation of every ``push`` and the final ``flush`` must equal
-    ``decode(prompt + output)[len(decode(prompt)):]``. A character split across tokens
-    is shown with the token that completes it; the prompt is never shown.
+    The concatenation of every ``push`` and the final ``flush`` must be the output's text:
+    ``decode(prompt + output)[len(decode(prompt)):]`` whenever the prompt ends between
+    characters. The prompt's complete characters are never shown; a character the prompt
+    leaves unfinished belongs to the output, shown with the token that completes it. It
+    must hold on every tokenizer family (byte, byte-level BPE, SentencePiece) and window >= 1.
     """
 
     def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int] = (), window: int = 4,

@@ -1,0 +1,113 @@
+"""What an incremental detokenizer must show, worked out from token bytes and the standard library.
+
+Lab-04's tests need an answer that does not come from a detokenizer: this module reads
+the contract directly off the bytes. Every token stands for some raw bytes
+(``decode_single_token_bytes``); the bytes of prompt + output are cut into *units* the way
+Python's UTF-8 decoder cuts them (a character, or one U+FFFD for each maximal invalid
+piece), and each unit is given to whoever finishes it:
+
+- a unit whose last byte lies in the prompt is the prompt's, and is never shown;
+- a unit whose last byte lies in the output is the output's, shown with the token that
+  holds that byte (a character's valid start that the next byte breaks: with that next byte);
+- a piece still unfinished when the stream ends is shown at flush, as U+FFFD: one for the
+  whole piece on byte-level tokenizers, one per byte on the SentencePiece family
+  (its ByteFallback decoder replaces each byte of a bad run);
+- on the SentencePiece family, ``decode`` strips the first space of the decoded text: if
+  the output starts the visible text and starts with a space, that space is never shown.
+
+For a prompt that ends between characters this is exactly
+``decode(prompt + output)[len(decode(prompt)):]``. For a prompt that ends inside a
+character it says what that formula cannot: the character belongs to the output.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+REPLACEMENT_CHAR = "\ufffd"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One piece of decoded text and the bytes ``data[start:end]`` it came from."""
+
+    text: str
+    start: int
+    end: int
+    valid: bool
+
+
+def utf8_units(data: bytes) -> list[Unit]:
+    """``data`` cut the way ``data.decode("utf-8", "replace")`` cuts it (its texts join to that string)."""
+    units: list[Unit] = []
+    i = 0
+    while i < len(data):
+        for size in (1, 2, 3, 4):
+            try:
+                char = data[i : i + size].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            units.append(Unit(char, i, i + size, True))
+            i += size
+            break
+        else:
+            # Invalid here: the stdlib writes one U+FFFD for the longest piece that could still have
+            # been a character (a "maximal subpart"); find how many bytes that U+FFFD covers.
+            rest = data[i:].decode("utf-8", "replace")
+            size = next(k for k in (1, 2, 3) if REPLACEMENT_CHAR + data[i + k :].decode("utf-8", "replace") == rest)
+            units.append(Unit(REPLACEMENT_CHAR, i, i + size, False))
+            i += size
+    return units
+
+
+def is_unfinished(piece: bytes) -> bool:
+    """Whether ``piece`` is the start of a character that more bytes could still complete."""
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    try:
+        return decoder.decode(piece) == "" and piece != b""
+    except UnicodeDecodeError:
+        return False
+
+
+@dataclass(frozen=True)
+class ExpectedStream:
+    per_token: list[str]  # the text each output token finishes
+    at_flush: str  # what only the end of the stream releases
+    settled: list[bool]  # after token k, is nothing ambiguous? (all finished, and not ending in U+FFFD)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.per_token) + self.at_flush
+
+
+def expected_stream(prompt_bytes: Sequence[bytes], output_bytes: Sequence[bytes], *,
+                    strips_leading_space: bool = False, per_byte_replacement: bool = False) -> ExpectedStream:
+    """The contract, for a prompt and an output given as the raw bytes of their (visible) tokens."""
+    prompt_len = sum(len(b) for b in prompt_bytes)
+    data = b"".join([*prompt_bytes, *output_bytes])
+    token_ends = [prompt_len + n for n in accumulate(len(b) for b in output_bytes)]
+    units = utf8_units(data)
+    # After a token, nothing is ambiguous when its last byte ends a whole character other than U+FFFD
+    # (a character is decided by its own bytes, so this holds for the prefix exactly as for the whole).
+    clean_ends = {unit.end for unit in units if unit.valid and unit.text != REPLACEMENT_CHAR}
+    settled = [end in clean_ends or end == 0 for end in token_ends]
+    if strips_leading_space and prompt_len == 0 and units and units[0].text == " ":
+        units = units[1:]  # decode strips it: the output's first space is never text
+    per_token = [""] * len(output_bytes)
+    at_flush = ""
+    for unit in units:
+        if unit.end <= prompt_len:
+            continue  # the prompt finished it
+        cut_short = not unit.valid and is_unfinished(data[unit.start : unit.end])
+        if cut_short and unit.end == len(data):
+            at_flush += REPLACEMENT_CHAR * (unit.end - unit.start if per_byte_replacement else 1)
+            continue
+        # A unit shows with the token holding its last byte; a piece that was a character's valid
+        # start shows with the token whose byte breaks it.
+        deciding_byte = unit.end if cut_short else unit.end - 1
+        token = next(k for k, end in enumerate(token_ends) if deciding_byte < end)
+        per_token[token] += unit.text
+    return ExpectedStream(per_token, at_flush, settled)

@@ -1,0 +1,24 @@
+"""Wrong on purpose: decodes the pending tokens with no context before them.
+
+Byte-level tokenizers do not notice: their ``decode`` is a join of bytes. On the
+SentencePiece family it loses spaces: ``decode([▁This])`` is ``"This"``, because the
+decoder strips the first space of whatever string it decodes, so "This This" streams as
+"ThisThis".
+"""
+
+from mini_vllm.labs import load_lab
+
+_solution = load_lab("lab-04", "solution")
+
+MUST_FAIL = ["test_leading_spaces_survive_on_spm", "test_each_character_shown_with_the_token_that_completes_it",
+             "test_vllm_peer_strings"]
+
+
+class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
+    def _move_to(self, read: int) -> None:
+        # The mistake: the context always starts where the pending tokens start.
+        self._read = read
+        self._boundaries = [read]
+        if read != self._prefix:
+            self._prefix, self._texts = read, {}
+        self._context_text = ""
