@@ -87,7 +87,8 @@ def variant_runs(lab: str) -> dict[Path, LabRun]:
 KNOWN_LEAKS = {"lab_01/no_hold_back", "lab_02/per_token_decode", "lab_02/sloppy_chunks", "lab_02/always_finish_stop",
                "lab_02/ignores_stop_strings", "lab_04/full_redecode",
                "lab_04/no_fallback", "lab_04/original_fallback", "lab_04/per_token_decode",
-               "lab_04/prompt_re_emitted", "lab_04/skips_special_tokens", "lab_04/window_too_small"}
+               "lab_04/prompt_re_emitted", "lab_04/skips_special_tokens", "lab_04/window_too_small",
+               "lab_04/no_left_context"}
 
 
 def variant_param(variant: Path) -> object:
