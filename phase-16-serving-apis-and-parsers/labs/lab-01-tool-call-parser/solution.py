@@ -343,7 +343,7 @@ def _decode_string(raw: list[str] | None) -> str | None:
         return None
 
 
-class OpenBlock(NamedTuple):
+class _OpenBlock(NamedTuple):
     """The block being read. Its body is kept in pieces and joined once, when the block closes."""
 
     pieces: list[str]  # the body so far, minus `unscanned`
@@ -364,7 +364,7 @@ class StreamingToolParser:
     def __init__(self, stream_arguments: bool = False) -> None:
         self.stream_arguments = stream_arguments
         self.held_text = ""  # prose held back: it could still become "<tool_call>"
-        self._block: OpenBlock | None = None  # the open block, or None outside any block
+        self._block: _OpenBlock | None = None  # the open block, or None outside any block
         self._calls_opened = 0
         self._finished = False
 
@@ -403,7 +403,7 @@ class StreamingToolParser:
             return None
         out.content += window[:start]
         reader = CallReader(self._calls_opened) if self.stream_arguments else None
-        self.held_text, self._block = "", OpenBlock([], "", FRESH_SCAN, reader)
+        self.held_text, self._block = "", _OpenBlock([], "", FRESH_SCAN, reader)
         self._calls_opened += 1
         return window[start + len(START_TAG) :]
 
