@@ -20,16 +20,18 @@ from mini_vllm.toy_model import ToyModel
 MODEL_NAME = "mini-vllm"
 
 
-def build_engine(tokenizer: str = "bpe", token_delay_s: float = 0.0, seed: int = 0) -> Engine:
+def build_engine(tokenizer: str = "bpe", token_delay_s: float = 0.0, seed: int = 0, tokens_per_step: int = 1) -> Engine:
     if tokenizer not in ("byte", "bpe"):
         raise ValueError(f"tokenizer must be 'byte' or 'bpe', got {tokenizer!r}")
     chosen = ByteTokenizer() if tokenizer == "byte" else BPETokenizer.from_file()
-    return Engine(ToyModel(chosen, seed=seed), BlockPool(), token_delay_s=token_delay_s)
+    return Engine(ToyModel(chosen, seed=seed), BlockPool(), token_delay_s=token_delay_s,
+                  tokens_per_step=tokens_per_step)
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, tokenizer: str = "bpe", token_delay_s: float = 0.0) -> None:
+def serve(host: str = "127.0.0.1", port: int = 8000, tokenizer: str = "bpe", token_delay_s: float = 0.0,
+          tokens_per_step: int = 1) -> None:
     """Run in the foreground until interrupted (``make serve``)."""
-    app = create_app(build_engine(tokenizer, token_delay_s), MODEL_NAME)
+    app = create_app(build_engine(tokenizer, token_delay_s, tokens_per_step=tokens_per_step), MODEL_NAME)
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 

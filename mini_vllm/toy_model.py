@@ -2,7 +2,8 @@
 
 The reply is chosen from keywords in the last user message, so a test (or a person with
 curl) can ask for exactly the case it wants to see: multilingual text, emoji, a stop
-string, one or two tool calls, or a long reply to interrupt.
+string, one or two tool calls, a call with a long argument (a file written through a tool),
+a malformed call, or a long reply to interrupt.
 """
 
 from __future__ import annotations
@@ -23,10 +24,20 @@ WEATHER_CALL: dict[str, Any] = {
 }
 PARIS_CALL: dict[str, Any] = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}
 OSAKA_CALL: dict[str, Any] = {"name": "book_table", "arguments": {"city": "大阪", "people": 2, "mood": "🫨🍜"}}
+# A file written through a tool: several kB of arguments, so a client sees them arrive in many fragments.
+WRITE_FILE_CALL: dict[str, Any] = {"name": "write_file", "arguments": {
+    "path": "notes/旅行.md",
+    "content": "".join(f'{i:03d}. 東京 → 大阪 🚄 "day {i}" {{ok}} 花見 🌸 \\ done ✅\n' for i in range(60)),
+    "overwrite": True,
+}}
+# The model forgets the envelope's closing brace: the server must say so, not drop the call.
+BROKEN_CALL_TEXT = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}\n</tool_call>'
 
 # keyword -> reply; the first keyword found in the last user message wins.
 SCRIPTS: dict[str, str] = {
     "two tools": "I will check both cities. " + _call(**PARIS_CALL) + " And then: " + _call(**OSAKA_CALL) + " Done.",
+    "write file": "Saving your notes. " + _call(**WRITE_FILE_CALL) + " Saved.",
+    "broken tool": "Trying a call. " + BROKEN_CALL_TEXT + " Did it work?",
     "weather": "Let me check the weather for you." + _call(**WEATHER_CALL),
     "japanese": "こんにちは！今日の東京は晴れです。🗾 桜がきれいに咲いています。",
     "chinese": "你好！服务器每生成一个词元就立刻发送给你，乱码不应该出现。",

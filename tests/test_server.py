@@ -118,7 +118,7 @@ def test_engine_streams_the_script_and_frees_blocks_when_done() -> None:
     engine = build_engine("byte")
 
     async def run() -> list[int]:
-        return [out.token_id async for out in engine.generate("r1", [1, 2, 3], "emoji", SamplingParams())]
+        return [i async for out in engine.generate("r1", [1, 2, 3], "emoji", SamplingParams()) for i in out.token_ids]
 
     ids = asyncio.run(run())
     assert engine.tokenizer.decode(ids, skip_special_tokens=True) == script_for("emoji")
@@ -131,7 +131,7 @@ def test_engine_abort_frees_blocks_at_once() -> None:
     async def run() -> None:
         stream = engine.generate("r1", list(range(40)), "long", SamplingParams(max_tokens=1000))
         async for out in stream:
-            if out.token_id and engine.pool.num_free_blocks < 64 - 3:
+            if out.token_ids and engine.pool.num_free_blocks < 64 - 3:
                 break
         assert engine.running == {"r1"}
         engine.abort("r1")
