@@ -99,7 +99,7 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
             collected = [chunk async for chunk in chunks]
         except NotImplementedError as error:
             return error_response(not_implemented(error))
-        except Exception as error:  # noqa: BLE001 (any failure of the pipeline becomes an OpenAI 500)
+        except Exception as error:
             return error_response(pipeline_failed(error))
         return JSONResponse(merge_chunks(collected, kind))
 
@@ -133,7 +133,7 @@ async def sse_stream(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str
             yield sse(chunk)
     except NotImplementedError as error:  # a stub reached mid-stream: report it in-band, as OpenAI does
         yield sse(not_implemented(error).body())
-    except Exception as error:  # noqa: BLE001 (e.g. a malformed tool call after its name went out)
+    except Exception as error:
         yield sse(pipeline_failed(error).body())
     yield "data: [DONE]\n\n"
 

@@ -245,7 +245,7 @@ class CallReader:
         return delta
 
     def _advance(self, text: str, position: int) -> int:
-        """Consume text from ``position`` on (one character, or a run that cannot change the state); the next position."""
+        """Consume one character, or a run of characters that cannot change the state; the next position."""
         if self._escaped:  # the character after a backslash that ended the previous piece
             self._keep(text[position])
             self._escaped = False

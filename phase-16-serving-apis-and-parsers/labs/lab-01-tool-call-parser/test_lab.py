@@ -11,7 +11,7 @@ import inspect
 import json
 import random
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -656,7 +656,8 @@ def long_call(size: int) -> tuple[str, str]:
     pattern = 'データ {"k": [1]} 🚀 "q" \\ '
     value = (pattern * (size // len(pattern) + 1))[:size]
     arguments_text = json.dumps({"content": value}, ensure_ascii=False)
-    return "Writing. <tool_call>" + json.dumps({"name": "write_file"}) [:-1] + ', "arguments": ' + arguments_text + "}</tool_call>", arguments_text
+    body = '{"name": "write_file", "arguments": ' + arguments_text + "}"
+    return "Writing. <tool_call>" + body + "</tool_call>", arguments_text
 
 
 @pytest.mark.task(6)

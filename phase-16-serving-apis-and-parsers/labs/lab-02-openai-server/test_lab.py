@@ -267,8 +267,8 @@ def run_pipeline(tokenizer: Any, ids: list[int], sizes: list[int] | None) -> dic
 
 @pytest.mark.task(1)
 @given(written_tool_call_replies(max_calls=2), st.sampled_from(TOKENIZERS), STEP_SIZES)
-@example(reply=WrittenReply("Hi 🫨 <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"東京\"}}</tool_call> ok", "Hi 🫨  ok", []),
-         tokenizer_name="byte", sizes=[3])
+@example(reply=WrittenReply('Hi 🫨 <tool_call>{"name": "f", "arguments": {"a": "東京"}}</tool_call> ok',
+                            "Hi 🫨  ok", []), tokenizer_name="byte", sizes=[3])
 def test_several_tokens_per_step_change_nothing(reply: WrittenReply, tokenizer_name: str, sizes: list[int]) -> None:
     """Grouping the ids into steps of 1-8 (as a speculative decoder does) must not change anything the client sees."""
     tokenizer = TOKENIZER_OBJECTS[tokenizer_name]

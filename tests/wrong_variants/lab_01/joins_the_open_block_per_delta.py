@@ -17,15 +17,15 @@ class StreamingToolParser(_solution.StreamingToolParser):
         block = self._block
         done = sum(len(piece) for piece in block.pieces)
         body = "".join(block.pieces) + block.unscanned + text  # the mistake: the whole block, every delta
-        end, scan = find_end_tag(body, block.scan._replace(position=done + block.scan.position))
+        end, scan = _solution.find_end_tag(body, block.scan._replace(position=done + block.scan.position))
         if end is None:
             cleared = body[done : scan.position]
             block.pieces.append(cleared)
             self._block = block._replace(unscanned=body[scan.position :], scan=scan._replace(position=0))
             self._stream(block.reader, cleared, out)
             return None
-        call = parse_call(body[:end])
+        call = _solution.parse_call(body[:end])
         self._stream(block.reader, body[done:end], out)
         out.tool_calls.append(call)
         self._block = None
-        return body[end + len(END_TAG) :]
+        return body[end + len(_solution.END_TAG) :]

@@ -15,12 +15,10 @@ MUST_FAIL = ["test_a_long_call_streams_the_openai_way", "test_later_entries_hold
 class ChunkFormatter(_solution.ChunkFormatter):
     def _tool_call_entry(self, delta: Any) -> dict[str, Any]:
         entry = super()._tool_call_entry(delta)
+        names: dict[int, str] = self.__dict__.setdefault("names_sent", {})
         if delta.name is None:  # the mistake: name the call again on every entry
-            name = self._names.get(delta.index, "")
             entry.update(id=f"call_{delta.index}", type="function")
-            entry["function"]["name"] = name
+            entry["function"]["name"] = names.get(delta.index, "")
         else:
-            self._names = {**getattr(self, "_names", {}), delta.index: delta.name}
+            names[delta.index] = delta.name
         return entry
-
-    _names: dict[int, str] = {}
