@@ -420,7 +420,8 @@ class StreamingToolParser:
         if end is None:
             cleared = window[: scan.position]
             block.pieces.append(cleared)
-            self._block = block._replace(unscanned=window[scan.position :], scan=scan._replace(position=0))
+            resume = ScanState(0, scan.in_string, scan.escaped)  # relative to the new unscanned tail
+            self._block = _OpenBlock(block.pieces, window[scan.position :], resume, block.reader)
             self._stream(block.reader, cleared, out)
             return None
         call = parse_call("".join(block.pieces) + window[:end])  # may raise: before anything is streamed
