@@ -557,10 +557,13 @@ def test_a_call_that_turns_out_malformed_is_still_loud() -> None:
 
 @pytest.mark.task(6)
 def test_calls_stream_only_when_asked() -> None:
-    parser = lab.StreamingToolParser()
-    out = [parser.feed("x " + block(WEATHER)), parser.finish()]
-    assert not any(m.tool_call_deltas for m in out), "stream_arguments defaults to False: calls arrive whole"
-    assert [c for m in out for c in m.tool_calls] == [call(**WEATHER)]
+    quiet, streaming = lab.StreamingToolParser(), lab.StreamingToolParser(stream_arguments=True)
+    quiet_out = [quiet.feed("x " + block(WEATHER)), quiet.finish()]
+    streaming_out = [streaming.feed("x " + block(WEATHER)), streaming.finish()]
+    assert not any(m.tool_call_deltas for m in quiet_out), "stream_arguments defaults to False: calls arrive whole"
+    assert any(m.tool_call_deltas for m in streaming_out), "with stream_arguments=True the call streams"
+    for out in (quiet_out, streaming_out):
+        assert [c for m in out for c in m.tool_calls] == [call(**WEATHER)], "either way, the whole call arrives"
 
 
 @pytest.mark.task(6)
@@ -592,6 +595,7 @@ def test_streamed_calls_equal_what_was_written_for_any_chunking(reply: WrittenRe
 @given(written_tool_call_replies(), CHUNK_SIZES)
 @example(reply=BRACES_AT_THE_END, sizes=[1])
 @example(reply=ARGUMENTS_FIRST, sizes=[3])
+@example(reply=BRACE_IN_A_STRING, sizes=[2])
 def test_arguments_stream_as_they_are_written_and_are_never_taken_back(reply: WrittenReply, sizes: list[int]) -> None:
     chunks = cut_by_sizes(reply.text, sizes)
     parser = lab.StreamingToolParser(stream_arguments=True)
