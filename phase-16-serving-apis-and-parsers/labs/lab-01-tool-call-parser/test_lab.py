@@ -476,6 +476,22 @@ def expected_so_far(written: WrittenCall, text: str, fed: int) -> str:
     return text[written.arguments_start : max(written.arguments_start, min(fed, written.arguments_end))]
 
 
+def oracle_steps(reply: WrittenReply, chunks: Sequence[str]) -> list[str]:
+    """The 'expected' column of a call trace: what each feed should send, from the oracle (nothing held)."""
+    steps, fed, sent = [], 0, {i: "" for i in range(len(reply.calls))}
+    for chunk in chunks:
+        before, fed = fed, fed + len(chunk)
+        parts = []
+        for index, written in enumerate(reply.calls):
+            now = expected_so_far(written, reply.text, fed)
+            named = before < written.name_end <= fed
+            if named or now != sent[index]:
+                parts.append(f"#{index} " + (f"name={written.name} " if named else "") + "+" + now[len(sent[index]) :])
+            sent[index] = now
+        steps.append(" ".join(parts))
+    return [*steps, ""]
+
+
 @pytest.mark.task(6)
 def test_name_is_sent_once_then_the_arguments_as_they_are_written() -> None:
     arguments_text = json.dumps(WEATHER["arguments"], ensure_ascii=False)
@@ -517,7 +533,7 @@ def test_fragments_are_the_text_as_written_not_re_serialised(layout: dict[str, A
     complete = [c for m in messages for c in m.tool_calls]
     assert complete == [call("write_file", arguments)] and complete[0].arguments_text == written, (
         "the complete call is still delivered, carrying the same text as the stream")
-    assert json.loads(streamed) == arguments
+    assert json.loads(streamed) == arguments, "json.loads of the joined fragments gives the arguments back"
 
 
 @pytest.mark.task(6)
@@ -552,7 +568,8 @@ def test_a_call_that_turns_out_malformed_is_still_loud() -> None:
     assert raised.value.raw == '{"name": "f", "arguments": {"a": 1', "the error carries the raw block"
     more = parser.feed("}}</tool_call> after")  # the failed feed changed nothing: the block is still open
     assert more.tool_call_deltas == [lab.ToolCallDelta(0, None, "}")], "the name is not sent again after an error"
-    assert more.content == " after" and more.tool_calls == [call("f", {"a": 1})]
+    assert more.content == " after" and more.tool_calls == [call("f", {"a": 1})], (
+        "after the error, the same block completes normally")
 
 
 @pytest.mark.task(6)
@@ -576,10 +593,12 @@ def test_streamed_calls_equal_what_was_written_for_any_chunking(reply: WrittenRe
     calls = per_call(deltas)
     for index, written in enumerate(reply.calls):
         names, streamed = calls.get(index, ([], ""))
-        assert names == [written.name], f"call {index}: the name must be sent exactly once\n" + call_trace(chunks)
+        assert names == [written.name], (  # (a message is only built when its assertion fails)
+            f"call {index}: the name must be sent exactly once\n" + call_trace(chunks, oracle_steps(reply, chunks)))
         assert streamed == written.arguments_text, (
             f"call {index}: the fragments must join to the arguments as written\n"
-            f"  expected {quote(written.arguments_text)}\n  got      {quote(streamed)}\n" + call_trace(chunks))
+            f"  expected {quote(written.arguments_text)}\n  got      {quote(streamed)}\n"
+            + call_trace(chunks, oracle_steps(reply, chunks)))
     assert sorted(calls) == list(range(len(reply.calls))), "calls are numbered 0, 1, ... in order"
     assert [d.index for d in deltas] == sorted(d.index for d in deltas), "deltas of two calls never interleave"
     for index in calls:
@@ -588,7 +607,7 @@ def test_streamed_calls_equal_what_was_written_for_any_chunking(reply: WrittenRe
     complete = [c for m in messages for c in m.tool_calls]
     assert [(c.name, c.arguments, c.arguments_text) for c in complete] == [
         (w.name, w.arguments, w.arguments_text) for w in reply.calls], "complete calls carry the same text"
-    assert "".join(m.content for m in messages) == reply.prose
+    assert "".join(m.content for m in messages) == reply.prose, "streaming the calls changes nothing in the prose"
 
 
 @pytest.mark.task(6)
@@ -614,13 +633,13 @@ def test_arguments_stream_as_they_are_written_and_are_never_taken_back(reply: Wr
             where = f"after step {step} ({fed} characters), call {index}"
             assert named.get(index, 0) == (fed >= written.name_end), (
                 f"{where}: the name must be sent once, as soon as its closing quote has arrived\n"
-                + call_trace(chunks))
+                + call_trace(chunks, oracle_steps(reply, chunks)))
             assert allowed.startswith(so_far), (
                 f"{where}: sent {quote(so_far)}, which is not what the model wrote so far ({quote(allowed)}): "
-                f"a fragment can never be taken back\n" + call_trace(chunks))
+                f"a fragment can never be taken back\n" + call_trace(chunks, oracle_steps(reply, chunks)))
             assert HOLDABLE_TAIL.fullmatch(allowed[len(so_far):]), (
                 f"{where}: holding {quote(allowed[len(so_far):])}; only whitespace and one closing brace "
-                f"may wait\n" + call_trace(chunks))
+                f"may wait\n" + call_trace(chunks, oracle_steps(reply, chunks)))
 
 
 # Cost: the parser may not re-join or re-read the open block per delta. The test counts

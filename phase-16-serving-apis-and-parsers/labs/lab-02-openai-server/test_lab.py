@@ -340,7 +340,8 @@ def test_length_inside_a_tool_call_is_still_length(server: BackgroundServer) -> 
     inside = len(encode(reply[: reply.index('"unit"')]))
     text, calls, finish = reassemble(stream_chat(server, "weather", max_tokens=inside))
     written = json.dumps(WEATHER_CALL["arguments"], ensure_ascii=False)
-    assert finish == "length" and [c.function.name for c in calls] == ["get_weather"]
+    assert finish == "length" and [c.function.name for c in calls] == ["get_weather"], (
+        f"the name went out before max_tokens ran out: a truncated call, finish_reason length (got {finish}, {calls})")
     assert written.startswith(calls[0].function.arguments), "the fragments sent are the start of what was written"
     assert text == "Let me check the weather for you.", "a call already on the wire is not repeated as text"
 
@@ -430,7 +431,7 @@ def test_a_long_call_streams_the_openai_way(server: BackgroundServer) -> None:
     first, *rest = entries[0]
     assert (first.id, first.type, first.function.name) != (None, None, None) and first.type == "function", (
         "the first entry of a call carries id, type 'function' and the name")
-    assert first.function.name == WRITE_FILE_CALL["name"] and first.id
+    assert first.function.name == WRITE_FILE_CALL["name"] and first.id, f"the call is named, with an id: {first}"
     repeated = [e for e in rest if e.id is not None or e.type is not None or e.function.name is not None]
     assert not repeated, (f"id, type and name are sent once; {len(repeated)} later entries repeat them "
                           f"(the SDK would concatenate the name into {WRITE_FILE_CALL['name'] * 2!r})")
@@ -440,7 +441,8 @@ def test_a_long_call_streams_the_openai_way(server: BackgroundServer) -> None:
     assert streamed == json.dumps(WRITE_FILE_CALL["arguments"], ensure_ascii=False), (
         "the fragments join to the arguments exactly as the model wrote them")
     whole = ask(server, "write file", max_tokens=LONG).choices[0]
-    assert whole.finish_reason == "tool_calls" and whole.message.content == "Saving your notes.  Saved."
+    assert (whole.finish_reason, whole.message.content) == ("tool_calls", "Saving your notes.  Saved."), (
+        "non-streamed: the prose around the call, and finish_reason tool_calls")
     assert [c.function.arguments for c in whole.message.tool_calls or []] == [streamed], (
         "the non-streamed response carries the same arguments text, byte for byte")
 
@@ -459,7 +461,7 @@ def test_later_entries_hold_only_index_and_arguments(server: BackgroundServer) -
                 assert set(entry) >= {"index", "id", "type", "function"} and "name" in entry["function"], (
                     f"call {entry['index']}: its first entry must name it: {entry}")
                 seen.add(entry["index"])
-    assert seen == {0, 1}
+    assert seen == {0, 1}, f"two calls, indices 0 and 1: got {sorted(seen)}"
 
 
 @pytest.mark.task(3)
@@ -477,8 +479,9 @@ def test_the_sdk_accumulator_rebuilds_each_call(server: BackgroundServer, prompt
     calls = final.choices[0].message.tool_calls or []
     assert [c.function.name for c in calls] == [c["name"] for c in expected], (
         "the SDK concatenates every name it receives: a name sent twice comes out doubled")
-    assert [json.loads(c.function.arguments) for c in calls] == [c["arguments"] for c in expected]
-    assert final.choices[0].finish_reason == "tool_calls"
+    assert [json.loads(c.function.arguments) for c in calls] == [c["arguments"] for c in expected], (
+        "the arguments the SDK put together must json.loads to the scripted ones")
+    assert final.choices[0].finish_reason == "tool_calls", "a reply that made calls finishes with tool_calls"
 
 
 # -------------------------------------------------------------------------- control
