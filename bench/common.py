@@ -119,13 +119,15 @@ def tail_us_per_char(start_after: Callable[[str], Feeder], text: str, size: int,
 
 
 def per_char_report(lab: str, title: str, sizes: Sequence[int], chunk_sizes: Sequence[int],
-                    text_for: Callable[[int], str], methods: dict[str, Callable[[str, int], float]]) -> list[str]:
+                    text_for: Callable[[int], str], methods: dict[str, Callable[[str, int], float]],
+                    plot_stem: str | None = None) -> list[str]:
     """For each chunk size: a table and a plot over ``sizes``, and the solution's growth as a headline."""
     headlines = []
     for size in chunk_sizes:
         rows = [Row(name, n, measure_one(text_for(n), size)) for n in sizes for name, measure_one in methods.items()]
         print_table(f"{lab} {title}, {size}-character chunks", rows, "solution", "character")
-        save_plot(f"{lab.replace('-', '')}-chunk{size}", f"{lab}: cost per character, {size}-char chunks", rows,
+        stem = plot_stem or lab.replace("-", "")
+        save_plot(f"{stem}-chunk{size}", f"{lab}: cost per character, {size}-char chunks", rows,
                   "character")
         growth = cost(rows, "solution", sizes[-1]) / cost(rows, "solution", sizes[0])
         headlines.append(f"{lab} solution, {size}-char chunks, per-char cost {sizes[-1]:,} vs {sizes[0]:,} chars: "

@@ -1,5 +1,5 @@
 """``.venv/bin/python -m mini_vllm serve [--port N] [--tokenizer byte|bpe|spm] [--delay SECONDS] [--no-reasoning]
-[--reasoning-field reasoning|reasoning_content]``."""
+[--reasoning-field reasoning|reasoning_content] [--tokens-per-step K]``."""
 
 from __future__ import annotations
 
@@ -23,9 +23,14 @@ def main() -> None:
                      help="send a chat reply's <think> thought apart from the answer (lab-06; default: on)")
     run.add_argument("--reasoning-field", choices=["reasoning", "reasoning_content"], default="reasoning",
                      help="the thought's name in deltas and messages (reasoning_content: DeepSeek-style clients)")
+    run.add_argument("--tokens-per-step", type=int, default=1, metavar="K",
+                     help="token ids per engine step, as a speculative decoder emits them (default: 1)")
     args = parser.parse_args()
+    if args.tokens_per_step < 1:
+        parser.error("--tokens-per-step must be >= 1")
     print(describe_choice())
-    serve(args.host, args.port, args.tokenizer, args.delay, args.reasoning, args.reasoning_field)
+    serve(args.host, args.port, args.tokenizer, args.delay, args.reasoning, args.reasoning_field,
+          args.tokens_per_step)
 
 
 if __name__ == "__main__":

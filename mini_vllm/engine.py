@@ -1,4 +1,4 @@
-"""The teaching engine: runs requests concurrently, one token per step, with abort.
+"""The teaching engine: runs requests concurrently, k tokens per step (default 1), with abort.
 
 It stands where vLLM's ``AsyncLLM`` stands: the server hands it a prompt and sampling
 parameters and reads back token ids. It knows nothing about text; turning ids into
@@ -18,9 +18,11 @@ from mini_vllm.toy_model import ToyModel
 
 @dataclass(frozen=True)
 class EngineOutput:
-    """One generated token; ``finish_reason`` is set on the last one ("stop" at EOS, "length" at max_tokens)."""
+    """One engine step: the token ids it produced (several when a step emits k tokens, as a
+    speculative decoder does); ``finish_reason`` is set on the last step ("stop" at EOS,
+    "length" at max_tokens)."""
 
-    token_id: int
+    token_ids: tuple[int, ...]
     finish_reason: str | None = None
 
 
@@ -31,8 +33,12 @@ class EngineStats:
 
 
 class Engine:
-    def __init__(self, model: ToyModel, pool: BlockPool | None = None, token_delay_s: float = 0.0) -> None:
+    def __init__(self, model: ToyModel, pool: BlockPool | None = None, token_delay_s: float = 0.0,
+                 tokens_per_step: int = 1) -> None:
+        if tokens_per_step < 1:
+            raise ValueError(f"tokens_per_step must be >= 1, got {tokens_per_step}")
         self.model = model
+        self.tokens_per_step = tokens_per_step
         self.tokenizer = model.tokenizer
         self.pool = pool or BlockPool()
         self.token_delay_s = token_delay_s
@@ -59,18 +65,23 @@ class Engine:
             self.admit(request_id, len(prompt_ids))
         reply = self.model.reply_ids(user_message, prompt_ids)
         finished = False
+        step_ids: list[int] = []
         try:
-            for step, token_id in enumerate(reply, start=1):
-                # Yield to the event loop every token, so other requests and disconnects get a turn.
-                await asyncio.sleep(self.token_delay_s)
+            for count, token_id in enumerate(reply, start=1):
                 if token_id == self.tokenizer.eos_token_id:
                     reason: str | None = "stop"
-                elif step >= params.max_tokens or not self.pool.try_reserve(request_id, len(prompt_ids) + step + 1):
+                elif count >= params.max_tokens or not self.pool.try_reserve(request_id, len(prompt_ids) + count + 1):
                     reason = "length"
                 else:
                     reason = None
+                step_ids.append(token_id)
+                if reason is None and len(step_ids) < self.tokens_per_step:
+                    continue
+                # Yield to the event loop every step, so other requests and disconnects get a turn.
+                await asyncio.sleep(self.token_delay_s)
                 finished = reason is not None
-                yield EngineOutput(token_id, reason)
+                yield EngineOutput(tuple(step_ids), reason)
+                step_ids = []
                 if finished:
                     return
         finally:

@@ -34,6 +34,12 @@ def not_implemented(error: NotImplementedError) -> ApiError:
     return ApiError(501, f"NotImplementedError: {error}", type="not_implemented", code="not_implemented")
 
 
+def pipeline_failed(error: Exception) -> ApiError:
+    """The pipeline raised (a malformed tool call, say): an OpenAI error, never a silently shortened reply."""
+    code = "invalid_model_output" if isinstance(error, ValueError) else "internal_error"
+    return ApiError(500, f"{type(error).__name__}: {error}", type="server_error", code=code)
+
+
 def sse(payload: dict[str, Any]) -> str:
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
@@ -106,6 +112,8 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
             collected = [chunk async for chunk in chunks]
         except NotImplementedError as error:
             return error_response(not_implemented(error))
+        except Exception as error:
+            return error_response(pipeline_failed(error))
         return JSONResponse(merge_chunks(collected, kind, reasoning_field))
 
     return app
@@ -117,8 +125,9 @@ async def run_request(engine: Engine, req: GenerationRequest, request_id: str, p
     completion_tokens, engine_reason = 0, "stop"
     try:
         async for step in engine.generate(request_id, prompt_ids, req.user_message, req.params):
-            completion_tokens += 1
-            for chunk in shape_reasoning(formatter.chunks(output.push(step.token_id)), req, reasoning_field):
+            completion_tokens += len(step.token_ids)
+            ids = step.token_ids[0] if len(step.token_ids) == 1 else list(step.token_ids)
+            for chunk in shape_reasoning(formatter.chunks(output.push(ids)), req, reasoning_field):
                 yield chunk
             if output.stopped:  # a stop string: the reply is over, stop spending compute on it
                 break
@@ -158,6 +167,8 @@ async def sse_stream(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str
             yield sse(chunk)
     except NotImplementedError as error:  # a stub reached mid-stream: report it in-band, as OpenAI does
         yield sse(not_implemented(error).body())
+    except Exception as error:
+        yield sse(pipeline_failed(error).body())
     yield "data: [DONE]\n\n"
 
 
@@ -176,14 +187,18 @@ def merge_chunks(chunks: list[dict[str, Any]], kind: str, reasoning_field: str =
                   "stop_reason": stop_reason}
         return {**base, "object": "text_completion", "choices": [choice]}
     content = "".join(c["delta"].get("content") or "" for c in choices)
-    tool_calls = [{k: v for k, v in call.items() if k != "index"}
-                  for c in choices for call in c["delta"].get("tool_calls") or []]
+    tool_calls: dict[int, dict[str, Any]] = {}  # index -> the call, its argument fragments joined
+    for entry in (e for c in choices for e in c["delta"].get("tool_calls") or []):
+        if entry["index"] not in tool_calls:
+            tool_calls[entry["index"]] = {"id": entry["id"], "type": entry["type"],
+                                          "function": {"name": entry["function"]["name"], "arguments": ""}}
+        tool_calls[entry["index"]]["function"]["arguments"] += entry["function"].get("arguments", "")
     message: dict[str, Any] = {"role": "assistant", "content": content or (None if tool_calls else "")}
     thought = "".join(c["delta"].get(reasoning_field) or "" for c in choices)
     if thought:
         message[reasoning_field] = thought
     if tool_calls:
-        message["tool_calls"] = tool_calls
+        message["tool_calls"] = [tool_calls[index] for index in sorted(tool_calls)]
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason,
               "stop_reason": stop_reason}
     return {**base, "object": "chat.completion", "choices": [choice]}

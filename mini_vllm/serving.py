@@ -20,16 +20,17 @@ from mini_vllm.toy_model import ToyModel
 MODEL_NAME = "mini-vllm"
 
 
-def build_engine(tokenizer: str = "bpe", token_delay_s: float = 0.0, seed: int = 0) -> Engine:
+def build_engine(tokenizer: str = "bpe", token_delay_s: float = 0.0, seed: int = 0, tokens_per_step: int = 1) -> Engine:
     """The toy engine on the shipped tokenizer of family ``tokenizer`` ("byte", "bpe" or "spm")."""
-    return Engine(ToyModel(load_tokenizer(tokenizer), seed=seed), BlockPool(), token_delay_s=token_delay_s)
+    return Engine(ToyModel(load_tokenizer(tokenizer), seed=seed), BlockPool(), token_delay_s=token_delay_s,
+                  tokens_per_step=tokens_per_step)
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, tokenizer: str = "bpe", token_delay_s: float = 0.0,
-          reasoning: bool = True, reasoning_field: str = "reasoning") -> None:
+          reasoning: bool = True, reasoning_field: str = "reasoning", tokens_per_step: int = 1) -> None:
     """Run in the foreground until interrupted (``make serve``)."""
-    app = create_app(build_engine(tokenizer, token_delay_s), MODEL_NAME, reasoning=reasoning,
-                     reasoning_field=reasoning_field)
+    app = create_app(build_engine(tokenizer, token_delay_s, tokens_per_step=tokens_per_step), MODEL_NAME,
+                     reasoning=reasoning, reasoning_field=reasoning_field)
     add_demo_routes(app, model_name=MODEL_NAME, default_tokenizer=tokenizer)  # /demo: the page of `make demo`
     uvicorn.run(app, host=host, port=port, log_level="info")
 

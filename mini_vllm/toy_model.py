@@ -2,9 +2,10 @@
 
 The reply is chosen from keywords in the last user message, so a test (or a person with
 curl) can ask for exactly the case it wants to see: multilingual text, emoji, a stop
-string, one or two tool calls, a long reply to interrupt, or a reasoning model's
-`<think>` replies. Like a real model, it reads the end of its prompt: when the chat
-template already opened the thought (``<think>\n``), it does not write `<think>` again.
+string, one or two tool calls, a call with a long argument (a file written through a tool),
+a malformed call, a long reply to interrupt, or a reasoning model's `<think>` replies.
+Like a real model, it reads the end of its prompt: when the chat template already opened
+the thought (``<think>\n``), it does not write `<think>` again.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ WEATHER_CALL: dict[str, Any] = {
 }
 PARIS_CALL: dict[str, Any] = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}
 OSAKA_CALL: dict[str, Any] = {"name": "book_table", "arguments": {"city": "大阪", "people": 2, "mood": "🫨🍜"}}
+# A file written through a tool: several kB of arguments, so a client sees them arrive in many fragments.
+WRITE_FILE_CALL: dict[str, Any] = {"name": "write_file", "arguments": {
+    "path": "notes/旅行.md",
+    "content": "".join(f'{i:03d}. 東京 → 大阪 🚄 "day {i}" {{ok}} 花見 🌸 \\ done ✅\n' for i in range(60)),
+    "overwrite": True,
+}}
+# The model forgets the envelope's closing brace: the server must say so, not drop the call.
+BROKEN_CALL_TEXT = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}\n</tool_call>'
 
 # The parts of the thinking replies, so tests can check each channel against what was written.
 THOUGHT = "\nThe user wants me to think first. 2 + 2 = 4, and 東京 is Tokyo 🫨.\n"
@@ -45,6 +54,8 @@ SCRIPTS: dict[str, str] = {
     "think twice": THINK_OPEN + TWICE_THOUGHT + THINK_CLOSE + TWICE_ANSWER,
     "think": THINK_OPEN + THOUGHT + THINK_CLOSE + ANSWER,
     "two tools": "I will check both cities. " + _call(**PARIS_CALL) + " And then: " + _call(**OSAKA_CALL) + " Done.",
+    "write file": "Saving your notes. " + _call(**WRITE_FILE_CALL) + " Saved.",
+    "broken tool": "Trying a call. " + BROKEN_CALL_TEXT + " Did it work?",
     "weather": "Let me check the weather for you." + _call(**WEATHER_CALL),
     "japanese": "こんにちは！今日の東京は晴れです。🗾 桜がきれいに咲いています。",
     "chinese": "你好！服务器每生成一个词元就立刻发送给你，乱码不应该出现。",

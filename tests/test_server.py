@@ -76,7 +76,8 @@ def test_cli_serves_on_127_0_0_1(tmp_path: object) -> None:
     with BackgroundServer(build_engine("byte")) as probe:  # borrow a free port, then release it
         port = probe.port
     env = {**os.environ, "LAB_IMPL": "solution"}
-    process = subprocess.Popen([sys.executable, "-m", "mini_vllm", "serve", "--port", str(port), "--tokenizer", "byte"],
+    process = subprocess.Popen([sys.executable, "-m", "mini_vllm", "serve", "--port", str(port), "--tokenizer", "byte",
+                                "--tokens-per-step", "3"],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30
@@ -118,11 +119,29 @@ def test_engine_streams_the_script_and_frees_blocks_when_done() -> None:
     engine = build_engine("byte")
 
     async def run() -> list[int]:
-        return [out.token_id async for out in engine.generate("r1", [1, 2, 3], "emoji", SamplingParams())]
+        return [i async for out in engine.generate("r1", [1, 2, 3], "emoji", SamplingParams()) for i in out.token_ids]
 
     ids = asyncio.run(run())
     assert engine.tokenizer.decode(ids, skip_special_tokens=True) == script_for("emoji")
     assert engine.pool.num_free_blocks == engine.pool.num_blocks and engine.stats.finished == ["r1"]
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_engine_emits_k_tokens_per_step(k: int) -> None:
+    engine = build_engine("byte", tokens_per_step=k)
+
+    async def run() -> list[tuple[int, ...]]:
+        return [out.token_ids async for out in engine.generate("r1", [1], "emoji", SamplingParams(max_tokens=1000))]
+
+    steps = asyncio.run(run())
+    assert all(len(step) == k for step in steps[:-1]) and 1 <= len(steps[-1]) <= k
+    ids = [i for step in steps for i in step]
+    assert ids == engine.model.reply_ids("emoji"), "grouping must not change the ids or their order"
+
+
+def test_tokens_per_step_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="tokens_per_step"):
+        build_engine("byte", tokens_per_step=0)
 
 
 def test_engine_abort_frees_blocks_at_once() -> None:
@@ -131,7 +150,7 @@ def test_engine_abort_frees_blocks_at_once() -> None:
     async def run() -> None:
         stream = engine.generate("r1", list(range(40)), "long", SamplingParams(max_tokens=1000))
         async for out in stream:
-            if out.token_id and engine.pool.num_free_blocks < 64 - 3:
+            if out.token_ids and engine.pool.num_free_blocks < 64 - 3:
                 break
         assert engine.running == {"r1"}
         engine.abort("r1")

@@ -138,3 +138,75 @@ def cut_positions(max_size: int = 40) -> st.SearchStrategy[set[int]]:
 def cut(whole: str, positions: set[int]) -> list[str]:
     """``whole`` cut at those of ``positions`` that fall inside it."""
     return split_at(whole, sorted(p for p in positions if 0 < p < len(whole)))
+
+
+# --------------------------------------------------- tool calls written token by token
+
+
+@dataclass(frozen=True)
+class WrittenCall:
+    """One call as the model wrote it, with where its parts sit in the reply's text."""
+
+    name: str
+    arguments: dict[str, Any]
+    arguments_text: str  # the JSON text of the arguments, exactly as written
+    name_end: int  # offset just after the name's closing quote: from here on the name is known
+    arguments_start: int  # offset of the arguments value's first character
+    body: str  # the block between its tags, as parse_call receives it
+
+    @property
+    def arguments_end(self) -> int:
+        return self.arguments_start + len(self.arguments_text)
+
+
+@dataclass(frozen=True)
+class WrittenReply:
+    """A reply built from known prose and known calls, each call spelled in one of many ways."""
+
+    text: str
+    prose: str
+    calls: list[WrittenCall]
+
+
+# How a model may lay out the envelope and the arguments: compact, spaced, indented.
+JSON_LAYOUTS: tuple[dict[str, Any], ...] = (
+    {"separators": (",", ":")}, {}, {"indent": 2}, {"indent": 1, "separators": (" ,", " : ")},
+)
+
+
+@st.composite
+def written_tool_call_replies(draw: st.DrawFn, max_calls: int = 3) -> WrittenReply:
+    """Prose and well-formed calls whose envelope is rendered by hand, so the arguments'
+    raw text and offsets are known: key order ("arguments" may come first), spacing,
+    indentation, ASCII escapes or raw CJK/emoji, and strings holding ``}``, ``"``, ``\\``
+    and ``</tool_call>``."""
+    names = st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
+    arguments = st.dictionaries(st.text("abc_", min_size=1, max_size=5), json_values(), max_size=3)
+    calls = draw(st.lists(st.tuples(names, arguments), max_size=max_calls))
+    prose_piece = st.text(PROSE_CHARS, max_size=12).filter(lambda s: TOOL_START not in s)
+    text, prose, written = draw(prose_piece), [], []
+    prose.append(text)
+    for name, args in calls:
+        layout = draw(st.sampled_from(JSON_LAYOUTS))
+        ensure_ascii = draw(st.booleans())
+        arguments_text = json.dumps(args, ensure_ascii=ensure_ascii, **layout)
+        colon = draw(st.sampled_from([":", ": ", " : "]))
+        comma = draw(st.sampled_from([",", ", ", ",\n  "]))
+        inner = draw(st.sampled_from(["", " ", "\n  "]))
+        padding = draw(st.sampled_from(["", "\n", " "]))
+        name_json = json.dumps(name)
+        head = text + TOOL_START + padding + "{" + inner
+        if draw(st.booleans()):  # "name" first, as most models write it
+            name_end = len(head) + len('"name"' + colon + name_json)
+            arguments_start = name_end + len(comma + '"arguments"' + colon)
+            body = '"name"' + colon + name_json + comma + '"arguments"' + colon + arguments_text
+        else:  # "arguments" first: the arguments must wait for the name
+            arguments_start = len(head) + len('"arguments"' + colon)
+            body = '"arguments"' + colon + arguments_text + comma + '"name"' + colon + name_json
+            name_end = len(head) + len(body)
+        after = draw(prose_piece)
+        whole_body = padding + "{" + inner + body + inner.replace(" ", "") + "}" + padding
+        text = text + TOOL_START + whole_body + TOOL_END + after
+        written.append(WrittenCall(name, args, arguments_text, name_end, arguments_start, whole_body))
+        prose.append(after)
+    return WrittenReply(text, "".join(prose), written)

@@ -8,6 +8,10 @@ inside its reply. Two hold-backs turn that text into structured calls while it s
 - inside a block, wait for ``</tool_call>``, but only outside JSON strings: an argument
   may well contain the text "</tool_call>".
 
+With ``stream_arguments=True`` a call is also streamed while it is written: its name
+once, as soon as the name's closing quote arrives, then its arguments as fragments of
+the text the model wrote (never re-serialised, never taken back).
+
 A block that does not hold a well-formed call is an error, raised with the raw text:
 a call must never vanish, and must never leak into the reply as if it were prose.
 """
@@ -15,6 +19,7 @@ a call must never vanish, and must never leak into the reply as if it were prose
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -24,10 +29,29 @@ END_TAG = "</tool_call>"
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One structured call: the function's name and its arguments, parsed."""
+    """One complete call: the function's name and its arguments, parsed.
+
+    ``arguments_text`` is the JSON text of the arguments exactly as the model wrote it
+    (spacing and escapes included), which is what a server sends as ``function.arguments``.
+    Equality compares the name and the parsed arguments, not how they were spelled.
+    """
 
     name: str
     arguments: dict[str, Any]
+    arguments_text: str | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """What one step adds to the call numbered ``index`` (0, 1, ... in the order they were written).
+
+    ``name`` is set on the call's first delta and never again; ``arguments_fragment``
+    continues the arguments text exactly where the previous fragment stopped.
+    """
+
+    index: int
+    name: str | None = None
+    arguments_fragment: str = ""
 
 
 @dataclass
@@ -40,10 +64,11 @@ class ParsedOutput:
 
 @dataclass
 class DeltaMessage:
-    """What one streaming step adds: more prose, and any calls whose block just closed."""
+    """What one streaming step adds: more prose, calls whose block just closed, and streamed call progress."""
 
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_deltas: list[ToolCallDelta] = field(default_factory=list)  # only with stream_arguments=True
 
 
 class ToolCallParseError(ValueError):
@@ -65,6 +90,13 @@ class ScanState(NamedTuple):
 
 FRESH_SCAN = ScanState()  # a scan that has not started: the default for a new block
 
+# The only characters that can change the scanners' state; everything between them is skipped in C.
+_IN_STRING = re.compile(r'["\\]')
+_OUTSIDE_STRING = re.compile(r'["<]')
+_NESTED = re.compile(r'["{}\[\]]')
+_SPACE = re.compile(r"[ \t\n\r]*")
+_JSON_SPACE = " \t\n\r"
+
 
 def find_end_tag(body: str, state: ScanState = FRESH_SCAN) -> tuple[int | None, ScanState]:
     """Index of ``END_TAG`` in ``body`` outside JSON strings, resuming from ``state``.
@@ -74,17 +106,19 @@ def find_end_tag(body: str, state: ScanState = FRESH_SCAN) -> tuple[int | None, 
     """
     position, in_string, escaped = state
     while position < len(body):
+        if escaped:  # the character after a backslash is always part of the string
+            position, escaped = position + 1, False
+            continue
+        found = (_IN_STRING if in_string else _OUTSIDE_STRING).search(body, position)
+        if found is None:
+            return None, ScanState(len(body), in_string, False)
+        position = found.start()
         char = body[position]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
+        if char == "\\":
+            escaped = True
         elif char == '"':
-            in_string = True
-        elif char == "<":
+            in_string = not in_string
+        else:  # a "<" outside strings
             candidate = body[position : position + len(END_TAG)]
             if candidate == END_TAG:
                 return position, ScanState(position, in_string, escaped)
@@ -106,7 +140,28 @@ def parse_call(raw: str) -> ToolCall:
         raise ToolCallParseError(raw, 'the object needs a non-empty string "name"')
     if not isinstance(payload.get("arguments"), dict):
         raise ToolCallParseError(raw, '"arguments" must be a JSON object')
-    return ToolCall(payload["name"], payload["arguments"])
+    return ToolCall(payload["name"], payload["arguments"], _arguments_text(raw))
+
+
+def _arguments_text(raw: str) -> str:
+    """The slice of ``raw`` (a valid JSON object) that holds its "arguments" value, as written.
+
+    ``raw_decode`` parses one value at a given index and says where it ended, so the
+    envelope can be walked key by key without ever re-serialising a value.
+    """
+    decoder = json.JSONDecoder()
+    position = _SPACE.match(raw, _SPACE.match(raw).end() + 1).end()  # past the opening "{"
+    text = ""
+    while raw[position] != "}":
+        key, position = decoder.raw_decode(raw, position)
+        start = _SPACE.match(raw, _SPACE.match(raw, position).end() + 1).end()  # past the ":"
+        _, end = decoder.raw_decode(raw, start)
+        if key == "arguments":
+            text = raw[start:end]  # a repeated key: the last one wins, as in json.loads
+        position = _SPACE.match(raw, end).end()
+        if raw[position] == ",":
+            position = _SPACE.match(raw, position + 1).end()
+    return text
 
 
 def _partial_tag_len(text: str) -> int:
@@ -139,18 +194,178 @@ def parse_tool_calls(text: str) -> ParsedOutput:
     return ParsedOutput("".join(content), calls)
 
 
+class CallReader:
+    """Follows one call's JSON body as it arrives and streams its arguments as written.
+
+    A few scalars (nesting depth, string state, the envelope key being read) are enough
+    to know, character by character, whether a character belongs to the value of
+    ``"arguments"``, so each character is looked at once and nothing is ever taken back.
+    Arguments written before the name wait (in ``held``) until the name is known.
+    The reader never raises: whether the call is well formed is ``parse_call``'s verdict.
+    """
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.name: str | None = None
+        self.held: list[str] = []  # arguments text read while the name was still unknown
+        self._name_sent = False
+        self._depth = 0  # 0: before the envelope's "{", 1: inside it, 2+: inside a value
+        self._in_string = False
+        self._escaped = False
+        self._step = "open"  # at depth <= 1: open, key, colon, value, scalar, after, done
+        self._key: str | None = None  # the envelope key whose value comes next
+        self._string: list[str] | None = None  # raw text of a key or of the name being read
+        self._arguments = "before"  # before, inside, after (only the first "arguments" streams)
+        self._arguments_end = 0  # where the arguments value ended in the piece being read
+
+    def feed(self, text: str) -> ToolCallDelta | None:
+        """Read the next piece of the body; the call's progress, or None when there is nothing to send."""
+        pieces: list[str] = []
+        start = 0 if self._arguments == "inside" else None  # where arguments text begins in `text`
+        position = 0
+        while position < len(text) and self._step != "done":
+            before = position
+            position = self._advance(text, position)
+            if start is None and self._arguments == "inside":
+                start = before  # the character just read opened the arguments value
+            if start is not None and self._arguments == "after":
+                pieces.append(text[start : self._arguments_end])
+                start = None
+        if start is not None:
+            pieces.append(text[start:])
+        if self.name is None:
+            self.held.extend(pieces)
+            return None
+        fragment = "".join([*self.held, *pieces])
+        self.held.clear()
+        if self._name_sent and not fragment:
+            return None
+        delta = ToolCallDelta(self.index, None if self._name_sent else self.name, fragment)
+        self._name_sent = True
+        return delta
+
+    def _advance(self, text: str, position: int) -> int:
+        """Consume one character, or a run of characters that cannot change the state; the next position."""
+        if self._escaped:  # the character after a backslash that ended the previous piece
+            self._keep(text[position])
+            self._escaped = False
+            return position + 1
+        if self._in_string:
+            found = _IN_STRING.search(text, position)
+            stop = len(text) if found is None else found.start()
+            self._keep(text[position:stop])
+            if found is None:
+                return stop
+            if text[stop] == "\\":
+                self._keep(text[stop : stop + 2])
+                self._escaped = stop + 1 == len(text)
+                return stop + 2
+            self._in_string = False
+            return self._string_closed(stop + 1) if self._depth == 1 else stop + 1
+        if self._depth >= 2:
+            found = _NESTED.search(text, position)
+            if found is None:
+                return len(text)
+            char, stop = found.group(), found.end()
+            if char == '"':
+                self._in_string = True
+            elif char in "{[":
+                self._depth += 1
+            else:
+                self._depth -= 1
+                if self._depth == 1:
+                    return self._value_ended(stop)
+            return stop
+        return self._envelope(text[position], position)
+
+    def _envelope(self, char: str, position: int) -> int:
+        """One character of the envelope itself (depth 0 or 1)."""
+        step = self._step
+        if step == "open":
+            if char == "{":
+                self._depth, self._step = 1, "key"
+            elif char not in _JSON_SPACE:
+                self._step = "done"  # not an object: parse_call will say so
+        elif step == "key":
+            if char == '"':
+                self._in_string, self._string = True, []
+            elif char == "}":
+                self._depth, self._step = 0, "done"
+        elif step == "colon":
+            if char == ":":
+                self._step = "value"
+        elif step == "value" and char not in _JSON_SPACE:
+            if self._key == "arguments" and self._arguments == "before":
+                self._arguments = "inside"
+            if char == '"':
+                self._in_string, self._step = True, "after"
+                self._string = [] if self._key == "name" and self.name is None else None
+            elif char in "{[":
+                self._depth, self._step = 2, "after"
+            else:
+                self._step = "scalar"
+        elif step == "scalar":
+            if char in _JSON_SPACE or char in ",}]":
+                self._step = "after"
+                return self._value_ended(position)  # this character is not part of the value: read it again
+        elif step == "after":
+            if char == ",":
+                self._step = "key"
+            elif char == "}":
+                self._depth, self._step = 0, "done"
+        return position + 1
+
+    def _string_closed(self, position: int) -> int:
+        raw, self._string = self._string, None
+        if self._step == "key":
+            self._key, self._step = _decode_string(raw), "colon"
+            return position
+        if raw is not None:
+            self.name = _decode_string(raw) or None
+        return self._value_ended(position)
+
+    def _value_ended(self, position: int) -> int:
+        """A value of the envelope ended just before ``position``; if it was the arguments, they are complete."""
+        if self._arguments == "inside":
+            self._arguments, self._arguments_end = "after", position
+        return position
+
+    def _keep(self, raw: str) -> None:
+        if self._string is not None:
+            self._string.append(raw)
+
+
+def _decode_string(raw: list[str] | None) -> str | None:
+    """A JSON string's value from its raw inside (escapes included); None if it is not valid."""
+    try:
+        return str(json.loads('"' + "".join(raw or []) + '"'))
+    except json.JSONDecodeError:
+        return None
+
+
+class _OpenBlock(NamedTuple):
+    """The block being read. Its body is kept in pieces and joined once, when the block closes."""
+
+    pieces: list[str]  # the body so far, minus `unscanned`
+    unscanned: str  # the tail find_end_tag has not cleared yet: at most a partial end tag
+    scan: ScanState  # where to resume find_end_tag on `unscanned` + the next delta
+    reader: CallReader | None  # streams the call's name and arguments (stream_arguments=True)
+
+
 class StreamingToolParser:
     """``feed`` text deltas, ``finish`` at the end; each returns a ``DeltaMessage``.
 
     All contents together equal ``parse_tool_calls(whole).content`` and all calls
     together its ``tool_calls``, for every way of cutting the reply into deltas. A
     ``feed`` that meets a malformed call raises ``ToolCallParseError`` and changes nothing.
+    With ``stream_arguments=True``, ``tool_call_deltas`` also stream each call as it is written.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, stream_arguments: bool = False) -> None:
+        self.stream_arguments = stream_arguments
         self.held_text = ""  # prose held back: it could still become "<tool_call>"
-        self._block: str | None = None  # the open block's body, or None outside any block
-        self._scan = FRESH_SCAN
+        self._block: _OpenBlock | None = None  # the open block, or None outside any block
+        self._calls_opened = 0
         self._finished = False
 
     def feed(self, delta: str) -> DeltaMessage:
@@ -158,11 +373,16 @@ class StreamingToolParser:
             raise TypeError(f"feed() takes the next text delta as a str, got {type(delta).__name__}")
         if self._finished:
             raise RuntimeError("feed() after finish(): this reply is over")
-        saved = (self.held_text, self._block, self._scan)  # immutable values: a free snapshot
+        # A snapshot in O(1): every field is immutable except the open block's list of
+        # pieces, which only grows, so remembering its length is enough to undo a feed.
+        saved = (self.held_text, self._block, self._calls_opened)
+        saved_pieces = len(self._block.pieces) if self._block else 0
         try:
             return self._consume(delta)
         except ToolCallParseError:
-            self.held_text, self._block, self._scan = saved
+            self.held_text, self._block, self._calls_opened = saved
+            if self._block is not None:
+                del self._block.pieces[saved_pieces:]
             raise
 
     def _consume(self, text: str) -> DeltaMessage:
@@ -182,26 +402,48 @@ class StreamingToolParser:
             self.held_text = window[len(window) - keep :]
             return None
         out.content += window[:start]
-        self.held_text, self._block, self._scan = "", "", FRESH_SCAN
+        reader = CallReader(self._calls_opened) if self.stream_arguments else None
+        self.held_text, self._block = "", _OpenBlock([], "", FRESH_SCAN, reader)
+        self._calls_opened += 1
         return window[start + len(START_TAG) :]
 
     def _consume_block(self, text: str, out: DeltaMessage) -> str | None:
-        """Grow the open block; when its end tag arrives, parse the call and return what follows."""
-        assert self._block is not None
-        self._block += text
-        end, self._scan = find_end_tag(self._block, self._scan)
+        """Read more of the open block; when its end tag arrives, parse the call and return what follows.
+
+        Only the new text (plus a partial end tag left from before) is scanned: the body
+        is never re-joined or re-read while the block is open.
+        """
+        block = self._block
+        assert block is not None
+        window = block.unscanned + text
+        end, scan = find_end_tag(window, block.scan)
         if end is None:
+            cleared = window[: scan.position]
+            block.pieces.append(cleared)
+            resume = ScanState(0, scan.in_string, scan.escaped)  # relative to the new unscanned tail
+            self._block = _OpenBlock(block.pieces, window[scan.position :], resume, block.reader)
+            self._stream(block.reader, cleared, out)
             return None
-        out.tool_calls.append(parse_call(self._block[:end]))
-        rest, self._block = self._block[end + len(END_TAG) :], None
-        return rest
+        call = parse_call("".join(block.pieces) + window[:end])  # may raise: before anything is streamed
+        self._stream(block.reader, window[:end], out)
+        out.tool_calls.append(call)
+        self._block = None
+        return window[end + len(END_TAG) :]
+
+    @staticmethod
+    def _stream(reader: CallReader | None, body_text: str, out: DeltaMessage) -> None:
+        if reader is not None and body_text and (progress := reader.feed(body_text)) is not None:
+            out.tool_call_deltas.append(progress)
 
     def finish(self) -> DeltaMessage:
         if self._finished:
             raise RuntimeError("finish() was already called for this reply")
         if self._block is not None:  # a block left open: the batch rule decides
-            call = parse_call(self._block)
+            block = self._block
+            call = parse_call("".join(block.pieces) + block.unscanned)
+            last = DeltaMessage(tool_calls=[call])
+            self._stream(block.reader, block.unscanned, last)
             self._block, self._finished = None, True
-            return DeltaMessage(tool_calls=[call])
+            return last
         held, self.held_text, self._finished = self.held_text, "", True
         return DeltaMessage(content=held)

@@ -17,10 +17,29 @@ END_TAG = "</tool_call>"
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One structured call: the function's name and its arguments, parsed."""
+    """One complete call: the function's name and its arguments, parsed.
+
+    ``arguments_text`` is the JSON text of the arguments exactly as the model wrote it
+    (spacing and escapes included), which is what a server sends as ``function.arguments``.
+    Equality compares the name and the parsed arguments, not how they were spelled.
+    """
 
     name: str
     arguments: dict[str, Any]
+    arguments_text: str | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """What one step adds to the call numbered ``index`` (0, 1, ... in the order they were written).
+
+    ``name`` is set on the call's first delta and never again; ``arguments_fragment``
+    continues the arguments text exactly where the previous fragment stopped.
+    """
+
+    index: int
+    name: str | None = None
+    arguments_fragment: str = ""
 
 
 @dataclass
@@ -33,10 +52,11 @@ class ParsedOutput:
 
 @dataclass
 class DeltaMessage:
-    """What one streaming step adds: more prose, and any calls whose block just closed."""
+    """What one streaming step adds: more prose, calls whose block just closed, and streamed call progress."""
 
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_deltas: list[ToolCallDelta] = field(default_factory=list)  # only with stream_arguments=True
 
 
 class ToolCallParseError(ValueError):
@@ -60,7 +80,10 @@ FRESH_SCAN = ScanState()  # a scan that has not started: the default for a new b
 
 
 def parse_call(raw: str) -> ToolCall:
-    """The call in one block's body, or ``ToolCallParseError(raw, reason)`` saying what is wrong."""
+    """The call in one block's body, or ``ToolCallParseError(raw, reason)`` saying what is wrong.
+
+    ``arguments_text`` is the slice of ``raw`` holding the arguments value, as written.
+    """
     raise NotImplementedError("lab-01 task 1: implement parse_call — see README, 'Your task'")
 
 
@@ -79,6 +102,24 @@ def parse_tool_calls(text: str) -> ParsedOutput:
     raise NotImplementedError("lab-01 task 3: implement parse_tool_calls — see README, 'Your task'")
 
 
+class CallReader:
+    """Follows one call's JSON body as it arrives and streams its arguments as written.
+
+    ``feed(text)`` gets the next piece of the block's body (never the end tag) and returns
+    a ``ToolCallDelta`` for call ``index``, or None when there is nothing new to send:
+    the name once, as soon as its closing quote has arrived, then each new piece of the
+    ``"arguments"`` value's text. Arguments written before the name wait for it.
+    Look at each character once; never raise (``parse_call`` judges the call at the end).
+    """
+
+    def __init__(self, index: int) -> None:
+        raise NotImplementedError("lab-01 task 6: implement CallReader.__init__ — see README, 'Your task'")
+
+    def feed(self, text: str) -> ToolCallDelta | None:
+        """Read the next piece of the body; the call's progress, or None when there is nothing to send."""
+        raise NotImplementedError("lab-01 task 6: implement CallReader.feed — see README, 'Your task'")
+
+
 class StreamingToolParser:
     """``feed`` text deltas, ``finish`` at the end; each returns a ``DeltaMessage``.
 
@@ -86,9 +127,11 @@ class StreamingToolParser:
     its ``tool_calls``, for every way of cutting the reply. Keep ``held_text`` (the prose
     you are holding back) up to date: the tests read it. A ``feed`` that meets a
     malformed call raises ``ToolCallParseError`` and must change nothing.
+    With ``stream_arguments=True`` (task 6), hand each block's new body text to a
+    ``CallReader`` and put its deltas in ``tool_call_deltas``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, stream_arguments: bool = False) -> None:
         raise NotImplementedError("lab-01 task 4: implement StreamingToolParser.__init__ — see README, 'Your task'")
 
     def feed(self, delta: str) -> DeltaMessage:

@@ -7,17 +7,27 @@ what was actually written, for every way of cutting the reply into deltas.
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mini_vllm.labs import load_lab
-from mini_vllm.testing.strategies import GeneratedReply, chunkings, split_at, tool_call_replies
+from mini_vllm.testing.strategies import (
+    GeneratedReply,
+    WrittenCall,
+    WrittenReply,
+    chunkings,
+    split_at,
+    tool_call_replies,
+    written_tool_call_replies,
+)
 from mini_vllm.testing.trace import Step, format_trace, quote
 
 lab = load_lab("lab-01")
@@ -28,6 +38,7 @@ TASKS = {
     3: "parse_tool_calls: a whole reply",
     4: "feed: the tag hold-back, streaming",
     5: "finish: the end of the reply",
+    6: "stream the arguments: the name once, then the text as written",
 }
 
 WEATHER = {"name": "get_weather", "arguments": {"city": "東京", "unit": "celsius"}}
@@ -73,6 +84,31 @@ def trace(chunks: Sequence[str]) -> str:
 def test_parse_call_reads_name_and_arguments() -> None:
     assert lab.parse_call(json.dumps(WEATHER)) == call("get_weather", {"city": "東京", "unit": "celsius"})
     assert lab.parse_call('\n {"name": "ping", "arguments": {}} \n') == call("ping", {})
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize("layout", [{"separators": (",", ":")}, {}, {"indent": 2}, {"ensure_ascii": False}],
+                         ids=["compact", "spaced", "indented", "raw-cjk"])
+def test_parse_call_keeps_the_arguments_text_as_written(layout: dict[str, Any]) -> None:
+    arguments = {"city": "東京", "note": 'a "quoted" } and </tool_call> 🫨', "days": [1, {"x": None}]}
+    written = json.dumps(arguments, **layout)
+    for body in (f'{{"name": "get_weather", "arguments": {written}}}',
+                 f'\n{{ "arguments" :{written} ,\n "name":"get_weather" }} '):
+        parsed = lab.parse_call(body)
+        assert parsed == call("get_weather", arguments)
+        assert parsed.arguments_text == written, (
+            f"arguments_text must be the slice of the body the model wrote, not a re-serialisation:\n"
+            f"  body     {quote(body)}\n  expected {quote(written)}\n  got      {quote(str(parsed.arguments_text))}")
+
+
+@pytest.mark.task(1)
+@given(written_tool_call_replies(max_calls=2))
+def test_parse_call_keeps_any_arguments_text_as_written(reply: WrittenReply) -> None:
+    for written in reply.calls:
+        parsed = lab.parse_call(written.body)
+        assert (parsed.name, parsed.arguments) == (written.name, written.arguments)
+        assert parsed.arguments_text == written.arguments_text, (
+            f"arguments_text is not the text as written, in body {quote(written.body)}")
 
 
 @pytest.mark.task(1)
@@ -354,6 +390,320 @@ def test_nothing_after_finish() -> None:
     parser.finish()
     with pytest.raises(RuntimeError):
         parser.feed("more")
+
+
+# ----------------------------------------------- task 6: stream the arguments as written
+#
+# The oracle: replies are rendered from known calls (written_tool_call_replies), so for
+# every prefix of the reply the test knows whether the name has been written and which
+# part of the arguments text has arrived. A streamed call may hold back only what could
+# still turn out not to belong to the arguments: whitespace and one closing "}".
+
+HOLDABLE_TAIL = re.compile(r"[ \t\n\r]*(\}[ \t\n\r]*)?")
+
+
+def stream_calls(chunks: Sequence[str]) -> tuple[list[Any], list[Any]]:
+    """Every DeltaMessage of a streamed reply (finish included) and all the ToolCallDeltas in order."""
+    parser = lab.StreamingToolParser(stream_arguments=True)
+    messages = [parser.feed(chunk) for chunk in chunks]
+    messages.append(parser.finish())
+    return messages, [d for m in messages for d in m.tool_call_deltas]
+
+
+def shown(delta: Any) -> str:
+    name = f"name={delta.name} " if delta.name is not None else ""
+    return f"#{delta.index} {name}+{delta.arguments_fragment}"
+
+
+def call_trace(chunks: Sequence[str], expected: Sequence[str] | None = None) -> str:
+    """The call stream delta by delta: what each feed sent (and what the oracle expected)."""
+    parser = lab.StreamingToolParser(stream_arguments=True)
+    steps = []
+    for i, chunk in enumerate([*chunks, None]):
+        try:
+            message = parser.feed(chunk) if chunk is not None else parser.finish()
+        except Exception as error:  # the trace is for a failure message: show the error in its row
+            steps.append(Step("feed" if chunk is not None else "finish", chunk or "", f"raised {error!r}", ""))
+            break
+        sent = " ".join(shown(d) for d in message.tool_call_deltas)
+        want = expected[i] if expected is not None and i < len(expected) else sent
+        steps.append(Step("feed" if chunk is not None else "finish", chunk or "", sent, want))
+    return format_trace(steps, "the calls, delta by delta", ("sent", "expected"))
+
+
+# A chunking the tests can name in an @example: chunk sizes, repeated until the text runs out.
+CHUNK_SIZES = st.lists(st.integers(1, 12) | st.integers(13, 120), min_size=1, max_size=12)
+
+
+def cut_by_sizes(text: str, sizes: Sequence[int]) -> list[str]:
+    chunks, position, turn = [], 0, 0
+    while position < len(text):
+        size = sizes[turn % len(sizes)]
+        chunks.append(text[position : position + size])
+        position, turn = position + size, turn + 1
+    return chunks
+
+
+def one_call(body: str, name: str, arguments_text: str) -> WrittenReply:
+    """A reply that is one block, for the @examples the properties always try."""
+    text = "<tool_call>" + body + "</tool_call>"
+    name_end = text.index(json.dumps(name)) + len(json.dumps(name))
+    written = WrittenCall(name, json.loads(arguments_text), arguments_text, name_end, text.index(arguments_text), body)
+    return WrittenReply(text, "", [written])
+
+
+# A "}" inside a string: a brace counter that ignores strings thinks the arguments end there.
+BRACE_IN_A_STRING = one_call('{"name": "f", "arguments": {"a": "}", "b": 1}}', "f", '{"a": "}", "b": 1}')
+# Arguments ending in "}}" and then the envelope's "}": which brace belongs to whom?
+BRACES_AT_THE_END = one_call('{"name": "f", "arguments": {"a": {}}}\n', "f", '{"a": {}}')
+# The arguments before the name: they must wait for it.
+ARGUMENTS_FIRST = one_call('{"arguments": {"x": [1, "2"]}, "name": "late"}', "late", '{"x": [1, "2"]}')
+
+
+def per_call(deltas: Sequence[Any]) -> dict[int, tuple[list[str], str]]:
+    """index -> (the names its deltas carried, its fragments joined)."""
+    calls: dict[int, tuple[list[str], str]] = {}
+    for d in deltas:
+        names, text = calls.get(d.index, ([], ""))
+        calls[d.index] = ([*names, d.name] if d.name is not None else names, text + d.arguments_fragment)
+    return calls
+
+
+def expected_so_far(written: WrittenCall, text: str, fed: int) -> str:
+    """What the oracle says call ``written`` may have sent once ``fed`` characters of ``text`` arrived."""
+    if fed < written.name_end:
+        return ""  # the name is not known yet: nothing may be sent, not even arguments
+    return text[written.arguments_start : max(written.arguments_start, min(fed, written.arguments_end))]
+
+
+def oracle_steps(reply: WrittenReply, chunks: Sequence[str]) -> list[str]:
+    """The 'expected' column of a call trace: what each feed should send, from the oracle (nothing held)."""
+    steps, fed, sent = [], 0, {i: "" for i in range(len(reply.calls))}
+    for chunk in chunks:
+        before, fed = fed, fed + len(chunk)
+        parts = []
+        for index, written in enumerate(reply.calls):
+            now = expected_so_far(written, reply.text, fed)
+            named = before < written.name_end <= fed
+            if named or now != sent[index]:
+                parts.append(f"#{index} " + (f"name={written.name} " if named else "") + "+" + now[len(sent[index]) :])
+            sent[index] = now
+        steps.append(" ".join(parts))
+    return [*steps, ""]
+
+
+@pytest.mark.task(6)
+def test_name_is_sent_once_then_the_arguments_as_they_are_written() -> None:
+    arguments_text = json.dumps(WEATHER["arguments"], ensure_ascii=False)
+    text = "Sure. " + block(WEATHER)
+    _, deltas = stream_calls(list(text))  # one character at a time
+    assert deltas, "with stream_arguments=True, a call streams as ToolCallDelta objects\n" + call_trace(list(text))
+    first = deltas[0]
+    assert (first.index, first.name) == (0, "get_weather"), "the first delta names the call\n" + call_trace(list(text))
+    assert all(d.name is None for d in deltas[1:]), "the name is sent once, never again\n" + call_trace(list(text))
+    assert "".join(d.arguments_fragment for d in deltas) == arguments_text, call_trace(list(text))
+    assert len(deltas) > 10, "one character at a time, the arguments should arrive in many fragments"
+
+
+@pytest.mark.task(6)
+def test_arguments_written_before_the_name_wait_for_it() -> None:
+    body = '{"arguments": {"city": "Paris"}, "name": "get_weather"}'
+    chunks = ["<tool_call>", body[:20], body[20:40], body[40:], "</tool_call>"]
+    messages, deltas = stream_calls(chunks)
+    assert not messages[1].tool_call_deltas and not messages[2].tool_call_deltas, (
+        "no fragment may go out before the call has a name\n" + call_trace(chunks))
+    assert messages[3].tool_call_deltas == [lab.ToolCallDelta(0, "get_weather", '{"city": "Paris"}')], (
+        "once the name arrives: the name and everything waiting, in one delta\n" + call_trace(chunks))
+    assert len(deltas) == 1, call_trace(chunks)
+
+
+@pytest.mark.task(6)
+@pytest.mark.parametrize("layout", [{"separators": (",", ":")}, {"indent": 2}, {"ensure_ascii": True},
+                                    {"ensure_ascii": False, "separators": (" , ", " : ")}],
+                         ids=["compact", "indented", "ascii-escapes", "odd-spacing"])
+def test_fragments_are_the_text_as_written_not_re_serialised(layout: dict[str, Any]) -> None:
+    arguments = {"path": "メモ/旅行.md", "text": 'line "one"\n} </tool_call> \\ 🚀', "tags": [{"k": []}]}
+    written = json.dumps(arguments, **layout)
+    text = f'<tool_call>\n{{"name": "write_file", "arguments": {written}}}\n</tool_call>'
+    chunks = split_at(text, range(5, len(text), 7))
+    messages, deltas = stream_calls(chunks)
+    streamed = "".join(d.arguments_fragment for d in deltas)
+    assert streamed == written, (f"the fragments must join to the arguments exactly as written\n"
+                                 f"  expected {quote(written)}\n  got      {quote(streamed)}\n" + call_trace(chunks))
+    complete = [c for m in messages for c in m.tool_calls]
+    assert complete == [call("write_file", arguments)] and complete[0].arguments_text == written, (
+        "the complete call is still delivered, carrying the same text as the stream")
+    assert json.loads(streamed) == arguments, "json.loads of the joined fragments gives the arguments back"
+
+
+@pytest.mark.task(6)
+def test_the_envelope_brace_is_never_streamed() -> None:
+    for padding in ("", " ", "\n\n"):
+        text = '<tool_call>{"name": "f", "arguments": {"a": {"b": 1}}' + padding + "}" + padding + "</tool_call>"
+        chunks = list(text)
+        _, deltas = stream_calls(chunks)
+        streamed = "".join(d.arguments_fragment for d in deltas)
+        assert streamed == '{"a": {"b": 1}}', (
+            "the last '}' closes the envelope, not the arguments: it must not be streamed\n" + call_trace(chunks))
+
+
+@pytest.mark.task(6)
+def test_parallel_calls_are_numbered_in_order_and_never_mixed() -> None:
+    first, second = {"name": "a", "arguments": {"x": "1"}}, {"name": "b", "arguments": {"y": [2, 3]}}
+    text = "Two: " + block(first) + " and " + block(second, padding="\n") + " done"
+    chunks = split_at(text, range(3, len(text), 4))
+    _, deltas = stream_calls(chunks)
+    assert [d.index for d in deltas] == sorted(d.index for d in deltas), (
+        "call 0 is finished before call 1 starts: their deltas must not interleave\n" + call_trace(chunks))
+    assert per_call(deltas) == {0: (["a"], '{"x": "1"}'), 1: (["b"], '{"y": [2, 3]}')}, call_trace(chunks)
+
+
+@pytest.mark.task(6)
+def test_a_call_that_turns_out_malformed_is_still_loud() -> None:
+    parser = lab.StreamingToolParser(stream_arguments=True)
+    sent = parser.feed('Plan: <tool_call>{"name": "f", "arguments": {"a": 1')
+    assert sent.tool_call_deltas == [lab.ToolCallDelta(0, "f", '{"a": 1')], "name and fragment go out at once"
+    with pytest.raises(lab.ToolCallParseError) as raised:
+        parser.feed("</tool_call> more")  # the envelope never closed: not a call
+    assert raised.value.raw == '{"name": "f", "arguments": {"a": 1', "the error carries the raw block"
+    more = parser.feed("}}</tool_call> after")  # the failed feed changed nothing: the block is still open
+    assert more.tool_call_deltas == [lab.ToolCallDelta(0, None, "}")], "the name is not sent again after an error"
+    assert more.content == " after" and more.tool_calls == [call("f", {"a": 1})], (
+        "after the error, the same block completes normally")
+
+
+@pytest.mark.task(6)
+def test_calls_stream_only_when_asked() -> None:
+    quiet, streaming = lab.StreamingToolParser(), lab.StreamingToolParser(stream_arguments=True)
+    quiet_out = [quiet.feed("x " + block(WEATHER)), quiet.finish()]
+    streaming_out = [streaming.feed("x " + block(WEATHER)), streaming.finish()]
+    assert not any(m.tool_call_deltas for m in quiet_out), "stream_arguments defaults to False: calls arrive whole"
+    assert any(m.tool_call_deltas for m in streaming_out), "with stream_arguments=True the call streams"
+    for out in (quiet_out, streaming_out):
+        assert [c for m in out for c in m.tool_calls] == [call(**WEATHER)], "either way, the whole call arrives"
+
+
+@pytest.mark.task(6)
+@given(written_tool_call_replies(), CHUNK_SIZES)
+@example(reply=BRACE_IN_A_STRING, sizes=[1])
+@example(reply=ARGUMENTS_FIRST, sizes=[1])
+def test_streamed_calls_equal_what_was_written_for_any_chunking(reply: WrittenReply, sizes: list[int]) -> None:
+    chunks = cut_by_sizes(reply.text, sizes)
+    messages, deltas = stream_calls(chunks)
+    calls = per_call(deltas)
+    for index, written in enumerate(reply.calls):
+        names, streamed = calls.get(index, ([], ""))
+        assert names == [written.name], (  # (a message is only built when its assertion fails)
+            f"call {index}: the name must be sent exactly once\n" + call_trace(chunks, oracle_steps(reply, chunks)))
+        assert streamed == written.arguments_text, (
+            f"call {index}: the fragments must join to the arguments as written\n"
+            f"  expected {quote(written.arguments_text)}\n  got      {quote(streamed)}\n"
+            + call_trace(chunks, oracle_steps(reply, chunks)))
+    assert sorted(calls) == list(range(len(reply.calls))), "calls are numbered 0, 1, ... in order"
+    assert [d.index for d in deltas] == sorted(d.index for d in deltas), "deltas of two calls never interleave"
+    for index in calls:
+        named = [i for i, d in enumerate(deltas) if d.index == index]
+        assert deltas[named[0]].name is not None, f"call {index}: the name comes before any fragment"
+    complete = [c for m in messages for c in m.tool_calls]
+    assert [(c.name, c.arguments, c.arguments_text) for c in complete] == [
+        (w.name, w.arguments, w.arguments_text) for w in reply.calls], "complete calls carry the same text"
+    assert "".join(m.content for m in messages) == reply.prose, "streaming the calls changes nothing in the prose"
+
+
+@pytest.mark.task(6)
+@given(written_tool_call_replies(), CHUNK_SIZES)
+@example(reply=BRACES_AT_THE_END, sizes=[1])
+@example(reply=ARGUMENTS_FIRST, sizes=[3])
+@example(reply=BRACE_IN_A_STRING, sizes=[2])
+def test_arguments_stream_as_they_are_written_and_are_never_taken_back(reply: WrittenReply, sizes: list[int]) -> None:
+    chunks = cut_by_sizes(reply.text, sizes)
+    parser = lab.StreamingToolParser(stream_arguments=True)
+    sent: dict[int, str] = {}
+    named: dict[int, int] = {}
+    fed = 0
+    for step, chunk in enumerate(chunks, start=1):
+        for delta in parser.feed(chunk).tool_call_deltas:
+            if delta.name is not None:
+                named[delta.index] = named.get(delta.index, 0) + 1
+            sent[delta.index] = sent.get(delta.index, "") + delta.arguments_fragment
+        fed += len(chunk)
+        for index, written in enumerate(reply.calls):
+            allowed = expected_so_far(written, reply.text, fed)
+            so_far = sent.get(index, "")
+            where = f"after step {step} ({fed} characters), call {index}"
+            assert named.get(index, 0) == (fed >= written.name_end), (
+                f"{where}: the name must be sent once, as soon as its closing quote has arrived\n"
+                + call_trace(chunks, oracle_steps(reply, chunks)))
+            assert allowed.startswith(so_far), (
+                f"{where}: sent {quote(so_far)}, which is not what the model wrote so far ({quote(allowed)}): "
+                f"a fragment can never be taken back\n" + call_trace(chunks, oracle_steps(reply, chunks)))
+            assert HOLDABLE_TAIL.fullmatch(allowed[len(so_far):]), (
+                f"{where}: holding {quote(allowed[len(so_far):])}; only whitespace and one closing brace "
+                f"may wait\n" + call_trace(chunks, oracle_steps(reply, chunks)))
+
+
+# Cost: the parser may not re-join or re-read the open block per delta. The test counts
+# the characters handed to the scanners (find_end_tag, CallReader.feed, parse_call)
+# wherever the parser's code looks them up, like lab-04 counts the ids passed to decode.
+
+
+def count_scanned(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    counts = {"find_end_tag": 0, "CallReader.feed": 0, "parse_call": 0}
+    namespaces = {id(f.__globals__): f.__globals__ for klass in lab.StreamingToolParser.__mro__
+                  for f in vars(klass).values() if inspect.isfunction(f)}
+
+    def counting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(text: str, *args: Any, **kwargs: Any) -> Any:
+            counts[name] += len(text)
+            return original(text, *args, **kwargs)
+        return wrapper
+
+    for namespace in namespaces.values():
+        for name in ("find_end_tag", "parse_call"):
+            if name in namespace:
+                monkeypatch.setitem(namespace, name, counting(name, namespace[name]))
+        if isinstance(namespace.get("CallReader"), type):
+            reader_class = namespace["CallReader"]
+
+            class CountingReader(reader_class):  # type: ignore[misc, valid-type]
+                def feed(self, text: str) -> Any:
+                    counts["CallReader.feed"] += len(text)
+                    return super().feed(text)
+
+            monkeypatch.setitem(namespace, "CallReader", CountingReader)
+    return counts
+
+
+def long_call(size: int) -> tuple[str, str]:
+    """A reply with one call whose argument is ``size`` characters of CJK, emoji, quotes and braces."""
+    pattern = 'データ {"k": [1]} 🚀 "q" \\ '
+    value = (pattern * (size // len(pattern) + 1))[:size]
+    arguments_text = json.dumps({"content": value}, ensure_ascii=False)
+    body = '{"name": "write_file", "arguments": ' + arguments_text + "}"
+    return "Writing. <tool_call>" + body + "</tool_call>", arguments_text
+
+
+@pytest.mark.task(6)
+@pytest.mark.parametrize(("size", "chunk"), [(20_000, 1), (1_000_000, 1009)], ids=["20k-by-1", "1M-by-1009"])
+def test_cost_per_character_is_constant_inside_one_long_argument(monkeypatch: pytest.MonkeyPatch, size: int,
+                                                                 chunk: int) -> None:
+    text, arguments_text = long_call(size)
+    chunks = [text[i : i + chunk] for i in range(0, len(text), chunk)]
+    counts = count_scanned(monkeypatch)
+    parser = lab.StreamingToolParser(stream_arguments=True)
+    streamed = []
+    for piece in chunks:
+        streamed += [d.arguments_fragment for d in parser.feed(piece).tool_call_deltas]
+    streamed += [d.arguments_fragment for d in parser.finish().tool_call_deltas]
+    assert "".join(streamed) == arguments_text, "the long argument must stream exactly as written"
+    scanned = sum(counts.values())
+    budget = 4 * len(text) + 16 * len(chunks)
+    assert counts["CallReader.feed"] >= len(arguments_text), (
+        "each block's new text must go through CallReader.feed (that is how this test sees the work done)")
+    assert scanned <= budget, (
+        f"{len(text):,} characters fed in {len(chunks):,} deltas, but {scanned:,} characters were handed to the "
+        f"scanners ({counts}); at most {budget:,} allowed. Re-joining or re-reading the open block on every "
+        f"delta makes each delta cost as much as the whole call so far")
 
 
 # -------------------------------------------------------------------------- control

@@ -3,10 +3,13 @@
 Engine token ids go through four hold-back stages, each from its own lab, loaded
 through the LAB_IMPL loader (so the server runs whoever's code LAB_IMPL chooses):
 
-    token id -> detokenizer (lab-03 bytes / lab-04 BPE)
+    token ids -> detokenizer (lab-03 bytes / lab-04 BPE)
              -> reasoning parser (lab-06, chat only): the thought goes out as it is
              -> on the answer only: stop strings (lab-05) -> tool-call parser (lab-01, chat only)
              -> StepOutput -> OpenAI chunks
+
+One engine step may bring several token ids (speculative decoding, or a stream
+interval above 1); the output never depends on how the ids were grouped.
 
 Each stage only ever passes on text it is sure of, so the stages compose without
 knowing about each other: the reasoning parser and the stop checker never see half a
@@ -16,7 +19,6 @@ sees text past a stop string.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +34,8 @@ class StepOutput:
     """What one engine step (or the end of the stream) adds to the reply."""
 
     text: str = ""
-    tool_calls: list[Any] = field(default_factory=list)  # lab-01 ToolCall objects
+    tool_calls: list[Any] = field(default_factory=list)  # lab-01 ToolCall objects: calls completed in this step
+    tool_call_deltas: list[Any] = field(default_factory=list)  # lab-01 ToolCallDelta objects: calls as they stream
     finish_reason: str | None = None  # only on the last output: "stop", "length" or "tool_calls"
     stop_reason: str | None = None  # the stop string that ended the reply, if one did
     reasoning: str = ""  # more of the model's thought (lab-06), sent apart from the answer
@@ -54,19 +57,23 @@ class OutputPipeline:
             self._detokenize, self._flush_text = detokenizer.push, detokenizer.flush
         self._stops = load_lab("lab-05").StopStringChecker(list(params.stop), params.include_stop_str_in_output)
         self._tool_lab = load_lab("lab-01")
-        self._tool_parser = self._tool_lab.StreamingToolParser() if parse_tool_calls else None
+        self._tool_parser = self._tool_lab.StreamingToolParser(stream_arguments=True) if parse_tool_calls else None
         self._made_calls = False
         # Before the stop strings: a stop word in the thought must not end the reply.
         self._reasoning_parser = (load_lab("lab-06").StreamingReasoningParser(starts_in_reasoning=starts_in_reasoning)
                                   if parse_reasoning else None)
+        self._calls_named = 0  # calls whose name went out: they are on the wire, whatever happens next
+        self._calls_closed = 0
 
     @property
     def stopped(self) -> bool:
         """A stop string has matched: the reply is over, whatever the engine does next."""
         return bool(self._stops.stopped)
 
-    def push(self, token_id: int) -> StepOutput:
-        return self._after_detokenizer(self._detokenize(token_id))
+    def push(self, token_ids: int | Sequence[int]) -> StepOutput:
+        """One engine step: a token id, or several (a speculative decoder's accepted tokens)."""
+        ids = [token_ids] if isinstance(token_ids, int) else token_ids
+        return self._after_detokenizer("".join(self._detokenize(token_id) for token_id in ids))
 
     def _after_detokenizer(self, text: str) -> StepOutput:
         """Thought to its channel at once; the answer on through the stop strings and the tool parser."""
@@ -92,14 +99,15 @@ class OutputPipeline:
         out.reasoning = reasoning
         if self._tool_parser is not None:
             try:
-                last = self._tool_parser.finish()
-                out.text, out.tool_calls = out.text + last.content, out.tool_calls + last.tool_calls
+                self._add(out, self._tool_parser.finish())
             except self._tool_lab.ToolCallParseError as error:
                 if not cut_by_length:
                     raise
-                # max_tokens ran out inside a call: show what the model wrote rather than lose it
-                out.text += self._tool_lab.START_TAG + error.raw
-        self._made_calls = self._made_calls or bool(out.tool_calls)
+                # max_tokens ran out inside a call. Once its name is out, the client has a
+                # (truncated) call and finish_reason "length" says why; before that, show what
+                # the model wrote as text rather than lose it.
+                if self._calls_named == self._calls_closed:
+                    out.text += self._tool_lab.START_TAG + error.raw
         out.stop_reason = self._stops.stop_reason
         out.finish_reason = "length" if cut_by_length else "tool_calls" if self._made_calls else "stop"
         return out
@@ -107,9 +115,17 @@ class OutputPipeline:
     def _route(self, text: str) -> StepOutput:
         if self._tool_parser is None or not text:
             return StepOutput(text)
-        delta = self._tool_parser.feed(text)
-        self._made_calls = self._made_calls or bool(delta.tool_calls)
-        return StepOutput(delta.content, list(delta.tool_calls))
+        return self._add(StepOutput(), self._tool_parser.feed(text))
+
+    def _add(self, out: StepOutput, delta: Any) -> StepOutput:
+        """Append a lab-01 DeltaMessage to ``out``, keeping count of the calls on the wire."""
+        out.text += delta.content
+        out.tool_calls += delta.tool_calls
+        out.tool_call_deltas += delta.tool_call_deltas
+        self._calls_named += sum(d.name is not None for d in delta.tool_call_deltas)
+        self._calls_closed += len(delta.tool_calls)
+        self._made_calls = self._made_calls or self._calls_named > 0 or bool(delta.tool_calls)
+        return out
 
 
 class ChunkFormatter:
@@ -120,7 +136,6 @@ class ChunkFormatter:
             raise ValueError(f"kind must be 'chat' or 'completion', got {kind!r}")
         self.kind, self.request_id, self.model, self.created = kind, request_id, model, created
         self._sent_role = False
-        self._calls_sent = 0
 
     def chunks(self, out: StepOutput) -> list[dict[str, Any]]:
         """The chunks for one StepOutput; never one whose only news is empty text."""
@@ -139,17 +154,22 @@ class ChunkFormatter:
                     deltas[0][key] = value
                 else:
                     deltas.append({key: value})
-        deltas.extend({"tool_calls": [self._tool_call_entry(call)]} for call in out.tool_calls)
+        # Calls go out as they stream; out.tool_calls (the same calls, whole) needs no chunk of its own.
+        entries = [self._tool_call_entry(d) for d in out.tool_call_deltas if d.name is not None or d.arguments_fragment]
+        if entries:
+            deltas.append({"tool_calls": entries})
         choices = [self._choice({"delta": delta}) for delta in deltas]
         if out.finish_reason:
             choices.append(self._choice({"delta": {}}, out.finish_reason, out.stop_reason))
         return [self._chunk(choice) for choice in choices]
 
-    def _tool_call_entry(self, call: Any) -> dict[str, Any]:
-        index = self._calls_sent
-        self._calls_sent += 1
-        return {"index": index, "id": f"call_{self.request_id.split('-')[-1][:16]}_{index}", "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+    def _tool_call_entry(self, delta: Any) -> dict[str, Any]:
+        """OpenAI's shape: a call's first entry names it (id, type, name); later ones carry only arguments."""
+        if delta.name is None:
+            return {"index": delta.index, "function": {"arguments": delta.arguments_fragment}}
+        call_id = f"call_{self.request_id.split('-')[-1][:16]}_{delta.index}"
+        return {"index": delta.index, "id": call_id, "type": "function",
+                "function": {"name": delta.name, "arguments": delta.arguments_fragment}}
 
     def _choice(self, body: dict[str, Any], finish_reason: str | None = None,
                 stop_reason: str | None = None) -> dict[str, Any]:

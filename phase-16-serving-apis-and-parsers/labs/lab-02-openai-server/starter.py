@@ -26,7 +26,8 @@ class StepOutput:
     """What one engine step (or the end of the stream) adds to the reply."""
 
     text: str = ""
-    tool_calls: list[Any] = field(default_factory=list)  # lab-01 ToolCall objects
+    tool_calls: list[Any] = field(default_factory=list)  # lab-01 ToolCall objects: calls completed in this step
+    tool_call_deltas: list[Any] = field(default_factory=list)  # lab-01 ToolCallDelta objects: calls as they stream
     finish_reason: str | None = None  # only on the last output: "stop", "length" or "tool_calls"
     stop_reason: str | None = None  # the stop string that ended the reply, if one did
     reasoning: str = ""  # more of the model's thought (lab-06), sent apart from the answer
@@ -44,7 +45,8 @@ class OutputPipeline:
         """A stop string has matched: the reply is over, whatever the engine does next."""
         raise NotImplementedError("lab-02 task 1: implement OutputPipeline.stopped — see README, 'Your task'")
 
-    def push(self, token_id: int) -> StepOutput:
+    def push(self, token_ids: int | Sequence[int]) -> StepOutput:
+        """One engine step: a token id, or several (a speculative decoder's accepted tokens)."""
         raise NotImplementedError("lab-02 task 1: implement OutputPipeline.push — see README, 'Your task'")
 
     def finish(self, engine_finish_reason: str) -> StepOutput:

@@ -20,11 +20,14 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from mini_vllm import load_tokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
+from mini_vllm.testing.strategies import WrittenReply, written_tool_call_replies
 from mini_vllm.testing.trace import Step, format_trace
 from mini_vllm.tokenizer_base import encode_continuation
 from mini_vllm.toy_model import (
@@ -38,6 +41,7 @@ from mini_vllm.toy_model import (
     TWICE_ANSWER,
     TWICE_THOUGHT,
     WEATHER_CALL,
+    WRITE_FILE_CALL,
     script_for,
 )
 
@@ -53,14 +57,18 @@ pytestmark = pytest.mark.composes("01", "03", "04", "05", "06")
 
 TOKENIZERS = ["byte", "bpe", "spm"]  # one of each family: mini_vllm.load_tokenizer names
 TEXT_PROMPTS = ["hello", "japanese", "chinese", "emoji"]
+# Every server test runs with one token per engine step and with three (a speculative decoder's step).
+LONG = 20_000  # max_tokens for the long call: about 8,500 tokens with the byte tokenizer
+SERVERS = [("byte", 1), ("bpe", 1), ("byte", 3), ("bpe", 3)]
 
 
 # ----------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module", params=TOKENIZERS)
+@pytest.fixture(scope="module", params=SERVERS, ids=[f"{name}-k{k}" for name, k in SERVERS])
 def server(request: pytest.FixtureRequest) -> Iterator[BackgroundServer]:
-    with BackgroundServer(build_engine(request.param)) as running:
+    tokenizer, tokens_per_step = request.param
+    with BackgroundServer(build_engine(tokenizer, tokens_per_step=tokens_per_step)) as running:
         yield running
 
 
@@ -110,18 +118,38 @@ def stream_chat(server: BackgroundServer, prompt: str, **options: Any) -> list[A
 
 
 def reassemble(chunks: list[Any]) -> tuple[str, list[Any], str | None]:
-    """What a client makes of a stream: the text, the tool-call entries, the finish reason."""
-    text, calls, finish = "", [], None
+    """What a client makes of a stream: the text, the tool calls, the finish reason.
+
+    Tool calls are put together by OpenAI's rule, written out here as the oracle: the
+    first entry for an ``index`` brings ``id``, ``type`` and ``function.name``; every
+    entry's ``function.arguments`` is appended to that call's arguments.
+    """
+    text, calls, finish = "", {}, None
     for chunk in chunks:
         for choice in chunk.choices:
             delta = getattr(choice, "delta", None)
             if delta is not None:  # chat
                 text += delta.content or ""
-                calls += delta.tool_calls or []
+                for entry in delta.tool_calls or []:
+                    if entry.index not in calls:
+                        calls[entry.index] = SimpleNamespace(index=entry.index, id=entry.id, type=entry.type,
+                                                             function=SimpleNamespace(name=entry.function.name,
+                                                                                      arguments=""))
+                    calls[entry.index].function.arguments += entry.function.arguments or ""
             else:  # completion
                 text += choice.text or ""
             finish = choice.finish_reason or finish
-    return text, calls, finish
+    return text, [calls[i] for i in sorted(calls)], finish
+
+
+def call_entries(chunks: list[Any]) -> dict[int, list[Any]]:
+    """index -> every raw ``delta.tool_calls`` entry the stream sent for that call, in order."""
+    entries: dict[int, list[Any]] = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            for entry in choice.delta.tool_calls or []:
+                entries.setdefault(entry.index, []).append(entry)
+    return entries
 
 
 def raw_sse(server: BackgroundServer, body: dict[str, Any], path: str = "/chat/completions") -> list[str]:
@@ -222,6 +250,81 @@ def test_client_disconnect_aborts_the_request_and_frees_its_blocks(slow_server: 
     assert running <= set(engine.stats.aborted)
 
 
+# One engine step may carry several ids. The oracle is the same pipeline fed one id at a
+# time, and the reply itself (built from known prose and calls).
+TOKENIZER_OBJECTS = {name: load_tokenizer(name) for name in TOKENIZERS}
+STEP_SIZES = st.lists(st.integers(1, 8), min_size=1, max_size=10)
+
+
+def run_pipeline(tokenizer: Any, ids: list[int], sizes: list[int] | None) -> dict[str, Any]:
+    """Push ``ids`` one by one (sizes None) or in steps of ``sizes`` (repeated); what the client would see."""
+    pipeline = lab.OutputPipeline(tokenizer, tokenizer.encode("hi"), SamplingParams(max_tokens=len(ids) + 1),
+                                  parse_tool_calls=True, parse_reasoning=True)
+    outputs, position, turn = [], 0, 0
+    while position < len(ids):
+        size = 1 if sizes is None else sizes[turn % len(sizes)]
+        step = ids[position] if sizes is None else ids[position : position + size]
+        outputs.append(pipeline.push(step))
+        position, turn = position + size, turn + 1
+    outputs.append(pipeline.finish("stop"))
+    arguments: dict[int, str] = {}
+    names: dict[int, list[str]] = {}
+    for out in outputs:
+        for delta in out.tool_call_deltas:
+            arguments[delta.index] = arguments.get(delta.index, "") + delta.arguments_fragment
+            if delta.name is not None:
+                names.setdefault(delta.index, []).append(delta.name)
+    # One entry per channel the client reads.
+    return {"content": "".join(o.text for o in outputs), "reasoning": "".join(o.reasoning for o in outputs),
+            "names": names, "arguments": arguments,
+            "tool_calls": [(c.name, c.arguments) for o in outputs for c in o.tool_calls],
+            "finish_reason": outputs[-1].finish_reason}
+
+
+@pytest.mark.task(1)
+@given(written_tool_call_replies(max_calls=2), st.sampled_from(TOKENIZERS), STEP_SIZES)
+@example(reply=WrittenReply('Hi 🫨 <tool_call>{"name": "f", "arguments": {"a": "東京"}}</tool_call> ok',
+                            "Hi 🫨  ok", []), tokenizer_name="byte", sizes=[3])
+@example(reply=WrittenReply("<think>\nplan 🫨 it</think>\n\nDone 東京", "\n\nDone 東京", []), tokenizer_name="spm",
+         sizes=[2, 5])
+def test_several_tokens_per_step_change_nothing(reply: WrittenReply, tokenizer_name: str, sizes: list[int]) -> None:
+    """Grouping the ids into steps of 1-8 (as a speculative decoder does) must not change anything the client sees."""
+    tokenizer = TOKENIZER_OBJECTS[tokenizer_name]
+    ids = [*encode_continuation(tokenizer, reply.text), tokenizer.eos_token_id]  # as a reply after its prompt
+    one_by_one = run_pipeline(tokenizer, ids, None)
+    grouped = run_pipeline(tokenizer, ids, sizes)
+    for channel, expected in one_by_one.items():
+        assert grouped[channel] == expected, (
+            f"{channel} differs when the ids come {sizes} per step instead of one by one:\n"
+            f"  one by one: {expected!r}\n  grouped:    {grouped[channel]!r}")
+    # The generated replies have no thought; the explicit example has one, ended by </think>.
+    thought = reply.text.split("</think>")[0].removeprefix("<think>") if reply.text.startswith("<think>") else ""
+    assert grouped["reasoning"] == thought, "the thought must come through exactly as written, in its own channel"
+    assert grouped["content"] == reply.prose, "the prose must come through exactly as written"
+    if reply.calls:
+        assert grouped["arguments"] == {i: c.arguments_text for i, c in enumerate(reply.calls)}, (
+            "each call's fragments join to its arguments as written")
+        assert grouped["names"] == {i: [c.name] for i, c in enumerate(reply.calls)}, "each name is sent once"
+
+
+@pytest.mark.task(1)
+def test_a_malformed_call_is_reported_not_dropped(server: BackgroundServer) -> None:
+    """The model forgets a brace: streamed, an OpenAI error event ends the stream; whole, a 500 error body."""
+    seen: list[Any] = []
+    with pytest.raises(openai.APIError) as raised, stubs_raise():
+        for chunk in ask(server, "broken tool", stream=True):
+            seen.append(chunk)
+    assert "malformed tool call" in str(raised.value), f"the error must say what went wrong: {raised.value}"
+    text, calls, _ = reassemble(seen)
+    assert text == "Trying a call. ", "the prose before the call was sent"
+    assert [c.function.name for c in calls] == ["get_weather"], "the call's name was already on the wire: it stays"
+    with pytest.raises(openai.InternalServerError) as whole, stubs_raise():
+        ask(server, "broken tool")
+    body = whole.value.body
+    assert isinstance(body, dict) and "malformed tool call" in body["message"] and body["type"] == "server_error", (
+        f"a non-streamed request gets a 500 with an OpenAI error body, got {body}")
+
+
 # ------------------------------------------------------ task 2: the tail and the finish reason
 
 
@@ -248,10 +351,20 @@ def test_max_tokens_gives_length(server: BackgroundServer) -> None:
 @pytest.mark.task(2)
 def test_length_inside_a_tool_call_is_still_length(server: BackgroundServer) -> None:
     reply = script_for("weather")
-    tokens_to_inside = len(server.engine.tokenizer.encode(reply[: reply.index('"unit"')]))
-    text, calls, finish = reassemble(stream_chat(server, "weather", max_tokens=tokens_to_inside))
-    assert finish == "length" and not calls, "a call cut off by max_tokens is not a call"
+    encode = server.engine.tokenizer.encode
+    # Cut before the name is complete: nothing has gone out as a call, so the block is shown as text.
+    before_name = len(encode(reply[: reply.index('"get_weather"') + 4]))
+    text, calls, finish = reassemble(stream_chat(server, "weather", max_tokens=before_name))
+    assert finish == "length" and not calls, "a call cut off before its name is not a call"
     assert text.startswith("Let me check the weather for you.<tool_call>"), f"what the model wrote was lost: {text!r}"
+    # Cut inside the arguments: the name is out, so the client holds a truncated call, and "length" says why.
+    inside = len(encode(reply[: reply.index('"unit"')]))
+    text, calls, finish = reassemble(stream_chat(server, "weather", max_tokens=inside))
+    written = json.dumps(WEATHER_CALL["arguments"], ensure_ascii=False)
+    assert finish == "length" and [c.function.name for c in calls] == ["get_weather"], (
+        f"the name went out before max_tokens ran out: a truncated call, finish_reason length (got {finish}, {calls})")
+    assert written.startswith(calls[0].function.arguments), "the fragments sent are the start of what was written"
+    assert text == "Let me check the weather for you.", "a call already on the wire is not repeated as text"
 
 
 @pytest.mark.task(2)
@@ -328,6 +441,68 @@ def test_completion_chunks(server: BackgroundServer) -> None:
     with stubs_raise():
         whole = client(server).completions.create(model=MODEL_NAME, prompt="chinese")
     assert whole.choices[0].text == script_for("chinese") and whole.usage.completion_tokens > 0
+
+
+@pytest.mark.task(3)
+def test_a_long_call_streams_the_openai_way(server: BackgroundServer) -> None:
+    """The first entry of a call names it; the rest carry only argument fragments, which join byte for byte."""
+    chunks = stream_chat(server, "write file", max_tokens=LONG)
+    entries = call_entries(chunks)
+    assert list(entries) == [0], f"one call, index 0: got indices {list(entries)}"
+    first, *rest = entries[0]
+    assert (first.id, first.type, first.function.name) != (None, None, None) and first.type == "function", (
+        "the first entry of a call carries id, type 'function' and the name")
+    assert first.function.name == WRITE_FILE_CALL["name"] and first.id, f"the call is named, with an id: {first}"
+    repeated = [e for e in rest if e.id is not None or e.type is not None or e.function.name is not None]
+    assert not repeated, (f"id, type and name are sent once; {len(repeated)} later entries repeat them "
+                          f"(the SDK would concatenate the name into {WRITE_FILE_CALL['name'] * 2!r})")
+    fragments = [e.function.arguments or "" for e in entries[0]]
+    assert sum(bool(f) for f in fragments) >= 2, "a several-kB argument must arrive in fragments, not in one piece"
+    streamed = "".join(fragments)
+    assert streamed == json.dumps(WRITE_FILE_CALL["arguments"], ensure_ascii=False), (
+        "the fragments join to the arguments exactly as the model wrote them")
+    whole = ask(server, "write file", max_tokens=LONG).choices[0]
+    assert (whole.finish_reason, whole.message.content) == ("tool_calls", "Saving your notes.  Saved."), (
+        "non-streamed: the prose around the call, and finish_reason tool_calls")
+    assert [c.function.arguments for c in whole.message.tool_calls or []] == [streamed], (
+        "the non-streamed response carries the same arguments text, byte for byte")
+
+
+@pytest.mark.task(3)
+def test_later_entries_hold_only_index_and_arguments(server: BackgroundServer) -> None:
+    """On the wire: after a call's first entry, nothing but index and function.arguments."""
+    chunks = events(raw_sse(server, {"messages": [{"role": "user", "content": "two tools"}], "stream": True}))
+    seen: set[int] = set()
+    for chunk in chunks:
+        for entry in chunk["choices"][0]["delta"].get("tool_calls") or []:
+            if entry["index"] in seen:
+                assert set(entry) == {"index", "function"} and set(entry["function"]) == {"arguments"}, (
+                    f"call {entry['index']}: a later entry must hold only index and function.arguments: {entry}")
+            else:
+                assert set(entry) >= {"index", "id", "type", "function"} and "name" in entry["function"], (
+                    f"call {entry['index']}: its first entry must name it: {entry}")
+                seen.add(entry["index"])
+    assert seen == {0, 1}, f"two calls, indices 0 and 1: got {sorted(seen)}"
+
+
+@pytest.mark.task(3)
+@pytest.mark.parametrize(("prompt", "expected"), [("write file", [WRITE_FILE_CALL]),
+                                                  ("two tools", [PARIS_CALL, OSAKA_CALL])],
+                         ids=["long-call", "two-calls"])
+def test_the_sdk_accumulator_rebuilds_each_call(server: BackgroundServer, prompt: str,
+                                                expected: list[dict[str, Any]]) -> None:
+    """The official client's own accumulator (client.chat.completions.stream) must see each call once."""
+    with stubs_raise(), client(server).chat.completions.stream(
+            model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], max_tokens=LONG) as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_completion()
+    calls = final.choices[0].message.tool_calls or []
+    assert [c.function.name for c in calls] == [c["name"] for c in expected], (
+        "the SDK concatenates every name it receives: a name sent twice comes out doubled")
+    assert [json.loads(c.function.arguments) for c in calls] == [c["arguments"] for c in expected], (
+        "the arguments the SDK put together must json.loads to the scripted ones")
+    assert final.choices[0].finish_reason == "tool_calls", "a reply that made calls finishes with tool_calls"
 
 
 # ------------------------------------------- task 4: reasoning in its own channel (lab-06)

@@ -14,7 +14,12 @@ MAY_COST = [2, 3, 4]
 
 def find_end_tag(body: str, state: Any = _solution.FRESH_SCAN) -> tuple[int | None, Any]:
     end = body.find(_solution.END_TAG)  # the mistake: ignores JSON strings
-    return (None if end == -1 else end), _solution.FRESH_SCAN
+    if end != -1:
+        return end, _solution.FRESH_SCAN
+    # not there yet: keep a possible start of the tag for the next delta
+    keep = next((n for n in range(min(len(body), len(_solution.END_TAG) - 1), 0, -1)
+                 if _solution.END_TAG.startswith(body[-n:])), 0)
+    return None, _solution.ScanState(len(body) - keep)
 
 
 def parse_tool_calls(text: str) -> Any:
@@ -25,10 +30,13 @@ def parse_tool_calls(text: str) -> Any:
 
 class StreamingToolParser(_solution.StreamingToolParser):
     def _consume_block(self, text: str, out: Any) -> str | None:
-        self._block += text
-        end, _ = find_end_tag(self._block)
+        block = self._block
+        window = block.unscanned + text
+        end, scan = find_end_tag(window)
         if end is None:
+            block.pieces.append(window[: scan.position])
+            self._block = block._replace(unscanned=window[scan.position :])
             return None
-        out.tool_calls.append(_solution.parse_call(self._block[:end]))
-        rest, self._block = self._block[end + len(_solution.END_TAG) :], None
-        return rest
+        out.tool_calls.append(_solution.parse_call("".join(block.pieces) + window[:end]))
+        self._block = None
+        return window[end + len(_solution.END_TAG) :]
