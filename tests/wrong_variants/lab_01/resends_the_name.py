@@ -10,6 +10,7 @@ globals().update({name: value for name, value in vars(_solution).items() if not 
 MUST_FAIL = ["test_name_is_sent_once_then_the_arguments_as_they_are_written",
              "test_streamed_calls_equal_what_was_written_for_any_chunking",
              "test_arguments_stream_as_they_are_written_and_are_never_taken_back"]
+MAY_COST = [6]
 
 
 class CallReader(_solution.CallReader):

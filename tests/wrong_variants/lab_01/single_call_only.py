@@ -8,7 +8,7 @@ _solution = load_lab("lab-01", "solution")
 globals().update({name: value for name, value in vars(_solution).items() if not name.startswith("__")})
 
 MUST_FAIL = ["test_two_calls_and_the_text_around_them_stream_through", "test_streaming_equals_batch_for_any_chunking"]
-MAY_COST = [4]
+MAY_COST = [4, 6]
 
 
 class StreamingToolParser(_solution.StreamingToolParser):

@@ -10,6 +10,7 @@ globals().update({name: value for name, value in vars(_solution).items() if not 
 
 MUST_FAIL = ["test_a_long_call_streams_the_openai_way", "test_later_entries_hold_only_index_and_arguments",
              "test_the_sdk_accumulator_rebuilds_each_call"]
+MAY_COST = [3]
 
 
 class ChunkFormatter(_solution.ChunkFormatter):
