@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,9 @@ def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Pat
     # and, not being graded, they stay out of results.json.
     controls = (lab_dir / "test_lab.py").read_text(encoding="utf-8").count("@pytest.mark.control")
     assert controls, "each lab keeps a control test proving the bug is real"
-    assert f"{controls} passed" in run.output, run.output
+    passed = re.search(r"(\d+) passed", run.output)
+    assert f"{len(run.tests)} failed" in run.output and passed and int(passed.group(1)) >= controls, (
+        f"every graded test fails and every control (at least {controls}) passes:\n{run.output[-800:]}")
     assert not [t for t in run.tests if "control" in t["name"]], "results.json must hold graded tests only"
     # Even under -q, the run ends by saying whose code it graded.
     assert run.output.rstrip().splitlines()[-1] == "graded: starter.py (your code)", run.output[-500:]

@@ -9,7 +9,7 @@ globals().update({name: value for name, value in vars(_solution).items() if not 
 
 MUST_FAIL = ["test_prose_arriving_with_an_end_tag_is_kept", "test_streaming_equals_batch_for_any_chunking",
              "test_fifty_random_slicings"]
-MAY_COST = [4]
+MAY_COST = [4, 6]
 
 
 class StreamingToolParser(_solution.StreamingToolParser):

@@ -9,7 +9,7 @@ globals().update({name: value for name, value in vars(_solution).items() if not 
 
 MUST_FAIL = ["test_find_end_tag_examples", "test_end_tag_inside_an_argument_does_not_close_the_call",
              "test_end_tag_split_inside_an_argument_string"]
-MAY_COST = [2, 3, 4]
+MAY_COST = [2, 3, 4, 6]
 
 
 def find_end_tag(body: str, state: Any = _solution.FRESH_SCAN) -> tuple[int | None, Any]:
