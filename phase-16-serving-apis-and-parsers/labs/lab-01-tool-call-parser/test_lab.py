@@ -19,6 +19,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mini_vllm.labs import load_lab
+from mini_vllm.testing.expect import must_raise
 from mini_vllm.testing.strategies import (
     GeneratedReply,
     WrittenCall,
@@ -82,8 +83,10 @@ def trace(chunks: Sequence[str]) -> str:
 
 @pytest.mark.task(1)
 def test_parse_call_reads_name_and_arguments() -> None:
-    assert lab.parse_call(json.dumps(WEATHER)) == call("get_weather", {"city": "東京", "unit": "celsius"})
-    assert lab.parse_call('\n {"name": "ping", "arguments": {}} \n') == call("ping", {})
+    assert lab.parse_call(json.dumps(WEATHER)) == call("get_weather", {"city": "東京", "unit": "celsius"}), (
+        "parse_call must read the name and the arguments object")
+    assert lab.parse_call('\n {"name": "ping", "arguments": {}} \n') == call("ping", {}), (
+        "whitespace around the JSON is allowed")
 
 
 @pytest.mark.task(1)
@@ -95,7 +98,7 @@ def test_parse_call_keeps_the_arguments_text_as_written(layout: dict[str, Any]) 
     for body in (f'{{"name": "get_weather", "arguments": {written}}}',
                  f'\n{{ "arguments" :{written} ,\n "name":"get_weather" }} '):
         parsed = lab.parse_call(body)
-        assert parsed == call("get_weather", arguments)
+        assert parsed == call("get_weather", arguments), "key order and spacing do not change the call"
         assert parsed.arguments_text == written, (
             f"arguments_text must be the slice of the body the model wrote, not a re-serialisation:\n"
             f"  body     {quote(body)}\n  expected {quote(written)}\n  got      {quote(str(parsed.arguments_text))}")
@@ -106,7 +109,8 @@ def test_parse_call_keeps_the_arguments_text_as_written(layout: dict[str, Any]) 
 def test_parse_call_keeps_any_arguments_text_as_written(reply: WrittenReply) -> None:
     for written in reply.calls:
         parsed = lab.parse_call(written.body)
-        assert (parsed.name, parsed.arguments) == (written.name, written.arguments)
+        assert (parsed.name, parsed.arguments) == (written.name, written.arguments), (
+            "parse_call must recover the name and arguments the model wrote")
         assert parsed.arguments_text == written.arguments_text, (
             f"arguments_text is not the text as written, in body {quote(written.body)}")
 
@@ -126,7 +130,8 @@ def test_malformed_call_raises_with_the_raw_text(raw: str) -> None:
     with pytest.raises(lab.ToolCallParseError) as raised:
         lab.parse_call(raw)
     assert raised.value.raw == raw, "the error must carry the raw block, so nothing is silently lost"
-    assert isinstance(raised.value, ValueError) and raised.value.reason
+    assert isinstance(raised.value, ValueError) and raised.value.reason, (
+        "ToolCallParseError is a ValueError and says why the block is malformed")
 
 
 # ------------------------------------------------ task 2: the end tag outside JSON strings
@@ -135,8 +140,8 @@ def test_malformed_call_raises_with_the_raw_text(raw: str) -> None:
 @pytest.mark.task(2)
 @pytest.mark.parametrize(("body", "expected"), [
     ('{"a": 1}</tool_call>', 8),
-    ('{"a": "</tool_call>"}</tool_call>', 21),  # inside a string: not the end
-    ('{"a": "say \\"</tool_call>\\" ok"}</tool_call>', 32),  # escaped quotes stay inside the string
+    pytest.param('{"a": "</tool_call>"}</tool_call>', 21, id="tag-in-string"),  # inside a string: not the end
+    pytest.param('{"a": "say \\"</tool_call>\\" ok"}</tool_call>', 32, id="escaped-quotes"),  # still inside
     ('{"a": "back\\\\"}</tool_call>', 15),  # an escaped backslash does not escape the quote
     ('{"a": 1}', None),
     ('{"a": 1}</tool_', None),  # the tag is still arriving
@@ -155,14 +160,15 @@ def test_find_end_tag_resumes_across_pieces(data: st.DataObject, reply: Generate
     start, end = reply.blocks[0]
     body = reply.text[start + len("<tool_call>") :]
     whole, _ = lab.find_end_tag(body)
-    assert whole == end - start - len("<tool_call>") - len("</tool_call>")
+    assert whole == end - start - len("<tool_call>") - len("</tool_call>"), (
+        "find_end_tag must find the end tag that closes the block, outside JSON strings")
     grown, state, found = "", lab.ScanState(), None
     for piece in data.draw(chunkings(body), label="pieces"):
         grown += piece
         found, state = lab.find_end_tag(grown, state)
         if found is not None:
             break
-    assert found == whole
+    assert found == whole, "fed in pieces, find_end_tag must find the same end as on the whole block"
 
 
 # ------------------------------------------------------------ task 3: a whole reply
@@ -172,7 +178,8 @@ def test_find_end_tag_resumes_across_pieces(data: st.DataObject, reply: Generate
 def test_prose_before_between_and_after_calls_is_kept() -> None:
     text = "Checking two cities. " + block(WEATHER) + " and " + block(WEATHER, padding="\n") + " Done."
     parsed = lab.parse_tool_calls(text)
-    assert parsed.content == "Checking two cities.  and  Done."
+    assert parsed.content == "Checking two cities.  and  Done.", (
+        "the prose around and between the calls is kept, and only it")
     assert parsed.tool_calls == [call(**WEATHER), call(**WEATHER)], "the second call must not be lost"
 
 
@@ -180,7 +187,8 @@ def test_prose_before_between_and_after_calls_is_kept() -> None:
 def test_end_tag_inside_an_argument_does_not_close_the_call() -> None:
     tricky = {"name": "write_file", "arguments": {"text": "close with </tool_call> then stop"}}
     parsed = lab.parse_tool_calls("ok " + block(tricky) + " after")
-    assert parsed.tool_calls == [call(**tricky)] and parsed.content == "ok  after"
+    assert parsed.tool_calls == [call(**tricky)] and parsed.content == "ok  after", (
+        "an end tag inside an argument string does not close the call")
 
 
 @pytest.mark.task(3)
@@ -194,16 +202,17 @@ def test_cjk_and_emoji_arguments_survive(ensure_ascii: bool) -> None:
 @pytest.mark.task(3)
 def test_false_alarms_are_prose() -> None:
     text = "Use <today> as a tag; a < b; <tool> is not a call; nor is </tool_call>."
-    assert lab.parse_tool_calls(text) == lab.ParsedOutput(text, [])
+    assert lab.parse_tool_calls(text) == lab.ParsedOutput(text, []), "text that only looks like a tag is prose"
 
 
 @pytest.mark.task(3)
 def test_block_left_open_at_the_end() -> None:
     complete = "Sure. <tool_call>" + json.dumps(WEATHER)  # the model stopped right after the JSON
-    assert lab.parse_tool_calls(complete) == lab.ParsedOutput("Sure. ", [call(**WEATHER)])
+    assert lab.parse_tool_calls(complete) == lab.ParsedOutput("Sure. ", [call(**WEATHER)]), (
+        "a block left open at the end is accepted when its JSON is complete")
     with pytest.raises(lab.ToolCallParseError) as raised:
         lab.parse_tool_calls('Sure. <tool_call>{"name": "get_weather", "argu')
-    assert raised.value.raw == '{"name": "get_weather", "argu'
+    assert raised.value.raw == '{"name": "get_weather", "argu', "the error carries the raw unfinished block"
 
 
 @pytest.mark.task(3)
@@ -216,8 +225,9 @@ def test_malformed_block_in_a_reply_is_loud() -> None:
 @given(tool_call_replies())
 def test_batch_recovers_exactly_what_was_written(reply: GeneratedReply) -> None:
     parsed = lab.parse_tool_calls(reply.text)
-    assert parsed.content == reply.prose
-    assert parsed.tool_calls == [call(name, arguments) for name, arguments in reply.calls]
+    assert parsed.content == reply.prose, "parse_tool_calls must give back exactly the prose outside the blocks"
+    assert parsed.tool_calls == [call(name, arguments) for name, arguments in reply.calls], (
+        "parse_tool_calls must give back the calls that were written, in order")
 
 
 # ------------------------------------------------------------ task 4: streaming, examples
@@ -247,7 +257,7 @@ def test_a_partial_tag_is_held_not_leaked() -> None:
 def test_false_alarms_are_released_as_soon_as_they_cannot_be_a_tag(chunks: list[str]) -> None:
     deltas, last = stream(chunks)
     assert "".join(d.content for d in deltas) == "".join(chunks), "held forever\n" + trace(chunks)
-    assert last.content == ""
+    assert last.content == "", "nothing was held at the end: finish adds no content"
 
 
 @pytest.mark.task(4)
@@ -264,7 +274,7 @@ def test_prose_arriving_with_an_end_tag_is_kept(cut: int) -> None:
     chunks = [text] if cut == 0 else [text[:cut], text[cut:]]
     content, calls = collect(chunks)
     assert content == "Before.  After the call, in the same delta.", trace(chunks)
-    assert calls == [call(**WEATHER)]
+    assert calls == [call(**WEATHER)], "the call completed in that delta must come out whole"
 
 
 @pytest.mark.task(4)
@@ -272,16 +282,17 @@ def test_end_tag_split_inside_an_argument_string() -> None:
     tricky = {"name": "note", "arguments": {"text": "</tool_call> is just text here"}}
     chunks = split_at(block(tricky), range(3, len(block(tricky)), 5))
     content, calls = collect(chunks)
-    assert calls == [call(**tricky)] and content == ""
+    assert calls == [call(**tricky)] and content == "", (
+        "the call must survive an end tag inside its argument string, and leave no prose")
 
 
 @pytest.mark.task(4)
 def test_malformed_call_in_a_stream_raises_and_changes_nothing() -> None:
     parser = lab.StreamingToolParser()
-    assert parser.feed("Plan: <tool_call>{not json").content == "Plan: "
+    assert parser.feed("Plan: <tool_call>{not json").content == "Plan: ", "prose before a call flows at once"
     with pytest.raises(lab.ToolCallParseError) as raised:
         parser.feed("}</tool_call> more <too")
-    assert raised.value.raw == "{not json}"
+    assert raised.value.raw == "{not json}", "the error carries the raw block"
     assert parser.held_text == "", "a failed feed must leave the parser as it was"
     with pytest.raises(lab.ToolCallParseError):
         parser.feed("}</tool_call>")  # the same block is still open: still malformed, still loud
@@ -290,12 +301,18 @@ def test_malformed_call_in_a_stream_raises_and_changes_nothing() -> None:
 @pytest.mark.task(4)
 @pytest.mark.parametrize("bad", [None, b"<tool_call>", 3, ["x"]], ids=repr)
 def test_non_str_delta_raises_and_loses_nothing(bad: object) -> None:
+    without_it = collect(["ok <tool", "> fine"])  # your own parser, never shown the bad delta
     parser = lab.StreamingToolParser()
-    assert parser.feed("ok <tool").content == "ok "
-    with pytest.raises(TypeError):
-        parser.feed(bad)  # type: ignore[arg-type]
-    assert parser.held_text == "<tool"
-    assert parser.feed("> fine").content == "<tool> fine"
+    first = parser.feed("ok <tool")
+    held = parser.held_text
+    must_raise(lambda: parser.feed(bad), TypeError, f"feed({bad!r})")  # type: ignore[arg-type]
+    assert parser.held_text == held, (
+        f"a rejected delta must leave the held text alone: it was {quote(held)}, now {quote(parser.held_text)}")
+    second = parser.feed("> fine")
+    last = parser.finish()
+    got = (first.content + second.content + last.content, [*first.tool_calls, *second.tool_calls, *last.tool_calls])
+    assert got == without_it, (
+        f"a rejected delta must change nothing: without it your parser gave {without_it}, with it {got}")
 
 
 @pytest.mark.task(4)
@@ -368,19 +385,24 @@ def test_no_tag_ever_leaks_and_held_text_is_exactly_a_partial_tag(data: st.DataO
 
 @pytest.mark.task(5)
 def test_finish_releases_a_held_false_alarm() -> None:
-    deltas, last = stream(["The end is <tool"])
-    assert deltas[0].content == "The end is " and last.content == "<tool" and last.tool_calls == []
+    parser = lab.StreamingToolParser()
+    parser.feed("The end is <tool")
+    held = parser.held_text  # whatever feed held back: finish must release exactly that
+    last = parser.finish()
+    assert (last.content, last.tool_calls) == (held, []), (
+        f"finish must release the held {quote(held)} as prose, with no call; got {quote(last.content)}, "
+        f"{last.tool_calls}")
 
 
 @pytest.mark.task(5)
 def test_finish_accepts_a_complete_open_block_and_rejects_a_broken_one() -> None:
     _, last = stream(["Sure. <tool_call>", json.dumps(WEATHER)])
-    assert last.tool_calls == [call(**WEATHER)]
+    assert last.tool_calls == [call(**WEATHER)], "finish accepts a block left open whose JSON is complete"
     parser = lab.StreamingToolParser()
     parser.feed('<tool_call>{"name": "get_wea')
     with pytest.raises(lab.ToolCallParseError) as raised:
         parser.finish()
-    assert raised.value.raw == '{"name": "get_wea'
+    assert raised.value.raw == '{"name": "get_wea', "the error carries the raw unfinished block"
 
 
 @pytest.mark.task(5)

@@ -118,7 +118,7 @@ def test_ascii_streams_token_by_token() -> None:
     prompt, output = BPE.encode("Q: say hi\nA:"), BPE.encode(" Hello there, streaming world!")
     pushed, tail = stream(BPE, prompt, output)
     assert pushed == [BPE.decode([i]) for i in output], "ASCII tokens are whole: each shows at once"
-    assert tail == ""
+    assert tail == "", "complete text leaves nothing for flush"
 
 
 @pytest.mark.task(1)
@@ -170,12 +170,13 @@ def test_special_tokens_follow_skip_special_tokens(name: str, skip: bool) -> Non
 def test_bad_id_raises_and_loses_nothing(bad_id: object) -> None:
     detok = lab.IncrementalDetokenizer(BPE, BPE.encode("Hi"))
     first, second, third = BPE.encode(SHAKING)
-    assert [detok.push(first), detok.push(second)] == ["", ""]
+    assert [detok.push(first), detok.push(second)] == ["", ""], (
+        "the first two tokens of 🫨 are an unfinished character: show nothing yet")
     with pytest.raises(ValueError, match="token id") as raised:
         detok.push(bad_id)  # type: ignore[arg-type]
-    assert str(bad_id) in str(raised.value)
+    assert str(bad_id) in str(raised.value), "the ValueError must name the bad id"
     assert detok.push(third) == SHAKING, "the emoji must still complete after a rejected id"
-    assert detok.flush() == ""
+    assert detok.flush() == "", "the emoji completed at its last token: nothing is left for flush"
 
 
 @pytest.mark.task(1)
@@ -194,7 +195,8 @@ def test_split_emoji_emitted_at_the_token_that_completes_it(name: str) -> None:
     tokenizer = TOKENIZERS[name]
     output = tokenizer.encode(" " + SHAKING)[1:] if name == "spm" else tokenizer.encode(SHAKING)  # spm: drop the ▁
     pieces = {"bpe": [b"\xf0\x9f", b"\xab", b"\xa8"], "spm": [b"\xf0", b"\x9f", b"\xab", b"\xa8"]}[name]
-    assert [tokenizer.decode_single_token_bytes(i) for i in output] == pieces
+    assert [tokenizer.decode_single_token_bytes(i) for i in output] == pieces, (
+        "the shipped tokenizer should split 🫨 into these byte pieces (the lesson's case)")
     detok = lab.IncrementalDetokenizer(tokenizer, tokenizer.encode("Feeling "))
     pushed = [detok.push(i) for i in output]
     expected = [""] * (len(output) - 1) + [SHAKING]
@@ -303,14 +305,14 @@ def test_cost_per_token_is_bounded(kind: str) -> None:
 def test_flush_releases_a_cut_off_character() -> None:
     detok = lab.IncrementalDetokenizer(BPE, BPE.encode("ok"))
     pushed = [detok.push(i) for i in BPE.encode(" x" + SHAKING)[:-1]]  # max_tokens ran out mid-emoji
-    assert "".join(pushed) == " x"
+    assert "".join(pushed) == " x", "before flush, only the complete text is shown; the cut-off 🫨 stays held"
     assert detok.flush() == "\ufffd", "the broken end is reported as U+FFFD, not dropped"
 
 
 @pytest.mark.task(3)
 def test_flush_after_complete_text_is_empty() -> None:
     _, tail = stream(BPE, [], BPE.encode("all done 🚀"))
-    assert tail == ""
+    assert tail == "", "complete text leaves nothing for flush"
 
 
 @pytest.mark.task(3)
@@ -332,10 +334,11 @@ def test_small_window_prompt_ending_mid_character(window: int) -> None:
     detok = lab.IncrementalDetokenizer(BYTES, [0xF0, 0x9F, 0xAB], window=window)
     pushed = [detok.push(0xA8), detok.push(0x41)]
     assert pushed == [SHAKING, "A"], f"window={window}: {pushed} (U+FFFD means an offset cut the character)"
-    assert detok.flush() == ""
+    assert detok.flush() == "", "the character completed by the reply was shown: nothing is left for flush"
     # Hugging Face's Thai case: E0 B8 | AD | E0 B8 | B1 with a one-token window.
     detok = lab.IncrementalDetokenizer(BYTES, [0xE0, 0xB8], window=1)
-    assert [detok.push(i) for i in (0xAD, 0xE0, 0xB8, 0xB1)] == ["อ", "", "", "ั"]
+    assert [detok.push(i) for i in (0xAD, 0xE0, 0xB8, 0xB1)] == ["อ", "", "", "ั"], (
+        "Thai with window=1: each character at the token that completes it, no U+FFFD from a cut offset")
 
 
 @pytest.mark.task(3)
@@ -391,7 +394,8 @@ def test_vllm_peer_strings(name: str, truth: str, with_prompt: bool, skip: bool)
     check_stream(tokenizer, ids[:cut], ids[cut:], skip=skip)
     if not with_prompt:
         pushed, tail = stream(tokenizer, [], ids, skip_special_tokens=skip)
-        assert "".join(pushed) + tail == tokenizer.decode(ids, skip_special_tokens=skip)
+        assert "".join(pushed) + tail == tokenizer.decode(ids, skip_special_tokens=skip), (
+            "pushes + flush must equal decode() of the whole reply (no prompt)")
 
 
 # ------------------------------------------------------- the peer: Hugging Face DecodeStream
@@ -434,7 +438,8 @@ def test_where_decode_stream_is_wrong_this_lab_is_right(name: str) -> None:
     output = tokenizer.encode("\ufffd" * 20)
     detok = lab.IncrementalDetokenizer(tokenizer, [])
     shown_before_last = "".join(detok.push(i) for i in output[:-3])
-    assert shown_before_last.count("\ufffd") >= 18
+    assert shown_before_last.count("\ufffd") >= 18, (
+        "real U+FFFD characters are text: show them promptly instead of holding them all")
 
 
 @pytest.mark.control

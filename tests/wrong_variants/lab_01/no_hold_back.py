@@ -9,7 +9,7 @@ globals().update({name: value for name, value in vars(_solution).items() if not 
 
 MUST_FAIL = ["test_a_partial_tag_is_held_not_leaked", "test_streaming_equals_batch_for_any_chunking",
              "test_no_tag_ever_leaks_and_held_text_is_exactly_a_partial_tag", "test_fifty_random_slicings"]
-MAY_COST = [4]
+MAY_COST = [4, 6]
 
 
 class StreamingToolParser(_solution.StreamingToolParser):
