@@ -8,6 +8,10 @@ NOTEBOOKS := phase-16-serving-apis-and-parsers/notebooks
 GRADE_IMPL := $(or $(LAB_IMPL),starter)
 # What a failing grade says last, instead of make's own "Error 1" banner (see `verdict` below).
 STATUS := build/.status
+# Let Python cache compiled bytecode, its default, even where the environment turns that off:
+# without the cache every run recompiles the course and pytest re-rewrites its assertions,
+# which more than doubles the time a small lab takes.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install test grade notebooks jupyter serve demo browser bench lint clean
 

@@ -105,7 +105,11 @@ def variant_param(variant: Path) -> object:
 
 
 @pytest.mark.parametrize("variant", [variant_param(v) for v in VARIANTS])
-def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Path) -> None:
+def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Path, request: pytest.FixtureRequest) -> None:
+    if getattr(request.config.option, "loadgroup", False):  # a pytest-xdist worker under --dist loadgroup
+        assert request.node.nodeid.endswith(f"@{variant.parent.name}"), (
+            f"pytest-xdist ignored the xdist_group mark ({request.node.nodeid}), so every worker re-runs "
+            "the whole variant batch of this lab: see the pytest cap in pyproject.toml (pytest-xdist#1386)")
     declared = Variant.read(variant)
     run = variant_runs(variant.parent.name.removeprefix("lab_"))[variant]
     assert run.tests, f"{variant.stem}: no graded test ran:\n{run.output}"

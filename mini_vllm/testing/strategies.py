@@ -86,27 +86,37 @@ class GeneratedReply:
     blocks: list[tuple[int, int]]  # [start, end) of each block in `text`, tags included
 
 
+# Strategies are built once, here, not inside the composites below: hypothesis validates a
+# strategy the first time it draws from it, and rebuilding them on every draw made
+# generating a reply cost more than testing a parser on it.
+_TRICKY_PIECES = [*'a "\\<>/_{}你好🫨\n', TOOL_END, TOOL_START]
+_TRICKY_TEXT = st.lists(st.sampled_from(_TRICKY_PIECES), max_size=6).map("".join)
+_JSON_LEAVES = st.none() | st.booleans() | st.integers(-1000, 1000) | _TRICKY_TEXT
+# Two levels of nesting below the arguments object (so braces three deep in all), spelled
+# out rather than drawn with st.recursive, which costs twice as much per example.
+_JSON_SHALLOW = st.lists(_JSON_LEAVES, max_size=3) | st.dictionaries(_TRICKY_TEXT, _JSON_LEAVES, max_size=3)
+JSON_VALUES = (_JSON_LEAVES | _JSON_SHALLOW | st.lists(_JSON_SHALLOW, max_size=2)
+               | st.dictionaries(_TRICKY_TEXT, _JSON_SHALLOW, max_size=2))
+CALL_NAMES = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
+CALL_ARGUMENTS = st.dictionaries(st.text("abc_", min_size=1, max_size=5), JSON_VALUES, max_size=3)
+PROSE_PIECES = st.text(PROSE_CHARS, max_size=12).filter(lambda s: TOOL_START not in s)
+BLOCK_PADDING = st.sampled_from(["", "\n", " "])
+
+
 def json_values() -> st.SearchStrategy[Any]:
     """JSON values whose strings hold what breaks naive parsers: quotes, backslashes, end tags, CJK, emoji."""
-    pieces = [*'a "\\<>/_{}你好🫨\n', TOOL_END, TOOL_START]
-    tricky = st.lists(st.sampled_from(pieces), max_size=6).map("".join)
-    leaves = st.none() | st.booleans() | st.integers(-1000, 1000) | tricky
-    return st.recursive(leaves, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(tricky, inner, max_size=3),
-                        max_leaves=6)
+    return JSON_VALUES
 
 
 @st.composite
 def tool_call_replies(draw: st.DrawFn, max_calls: int = 3) -> GeneratedReply:
     """Prose and well-formed tool-call blocks, interleaved, rendered the way a model writes them."""
-    names = st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
-    arguments = st.dictionaries(st.text("abc_", min_size=1, max_size=5), json_values(), max_size=3)
-    calls = draw(st.lists(st.tuples(names, arguments), max_size=max_calls))
-    prose_piece = st.text(PROSE_CHARS, max_size=12).filter(lambda s: TOOL_START not in s)
-    prose = [draw(prose_piece) for _ in range(len(calls) + 1)]
+    calls = draw(st.lists(st.tuples(CALL_NAMES, CALL_ARGUMENTS), max_size=max_calls))
+    prose = [draw(PROSE_PIECES) for _ in range(len(calls) + 1)]
     text, blocks = prose[0], []
     for (name, arguments), after in zip(calls, prose[1:], strict=True):
         body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=draw(st.booleans()))
-        padding = draw(st.sampled_from(["", "\n", " "]))
+        padding = draw(BLOCK_PADDING)
         block = TOOL_START + padding + body + padding + TOOL_END
         blocks.append((len(text), len(text) + len(block)))
         text += block + after
@@ -172,6 +182,11 @@ class WrittenReply:
 JSON_LAYOUTS: tuple[dict[str, Any], ...] = (
     {"separators": (",", ":")}, {}, {"indent": 2}, {"indent": 1, "separators": (" ,", " : ")},
 )
+# One draw per call for its spelling: (arguments layout, ASCII escapes?, colon, comma, space
+# inside the braces, padding inside the tags, "name" first?).
+CALL_SPELLINGS = st.tuples(st.sampled_from(JSON_LAYOUTS), st.booleans(), st.sampled_from([":", ": ", " : "]),
+                           st.sampled_from([",", ", ", ",\n  "]), st.sampled_from(["", " ", "\n  "]),
+                           BLOCK_PADDING, st.booleans())
 
 
 @st.composite
@@ -180,23 +195,14 @@ def written_tool_call_replies(draw: st.DrawFn, max_calls: int = 3) -> WrittenRep
     raw text and offsets are known: key order ("arguments" may come first), spacing,
     indentation, ASCII escapes or raw CJK/emoji, and strings holding ``}``, ``"``, ``\\``
     and ``</tool_call>``."""
-    names = st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
-    arguments = st.dictionaries(st.text("abc_", min_size=1, max_size=5), json_values(), max_size=3)
-    calls = draw(st.lists(st.tuples(names, arguments), max_size=max_calls))
-    prose_piece = st.text(PROSE_CHARS, max_size=12).filter(lambda s: TOOL_START not in s)
-    text, prose, written = draw(prose_piece), [], []
-    prose.append(text)
-    for name, args in calls:
-        layout = draw(st.sampled_from(JSON_LAYOUTS))
-        ensure_ascii = draw(st.booleans())
+    calls = draw(st.lists(st.tuples(CALL_NAMES, CALL_ARGUMENTS, CALL_SPELLINGS), max_size=max_calls))
+    text = draw(PROSE_PIECES)
+    prose, written = [text], []
+    for name, args, (layout, ensure_ascii, colon, comma, inner, padding, name_first) in calls:
         arguments_text = json.dumps(args, ensure_ascii=ensure_ascii, **layout)
-        colon = draw(st.sampled_from([":", ": ", " : "]))
-        comma = draw(st.sampled_from([",", ", ", ",\n  "]))
-        inner = draw(st.sampled_from(["", " ", "\n  "]))
-        padding = draw(st.sampled_from(["", "\n", " "]))
         name_json = json.dumps(name)
         head = text + TOOL_START + padding + "{" + inner
-        if draw(st.booleans()):  # "name" first, as most models write it
+        if name_first:  # as most models write it
             name_end = len(head) + len('"name"' + colon + name_json)
             arguments_start = name_end + len(comma + '"arguments"' + colon)
             body = '"name"' + colon + name_json + comma + '"arguments"' + colon + arguments_text
@@ -204,7 +210,7 @@ def written_tool_call_replies(draw: st.DrawFn, max_calls: int = 3) -> WrittenRep
             arguments_start = len(head) + len('"arguments"' + colon)
             body = '"arguments"' + colon + arguments_text + comma + '"name"' + colon + name_json
             name_end = len(head) + len(body)
-        after = draw(prose_piece)
+        after = draw(PROSE_PIECES)
         whole_body = padding + "{" + inner + body + inner.replace(" ", "") + "}" + padding
         text = text + TOOL_START + whole_body + TOOL_END + after
         written.append(WrittenCall(name, args, arguments_text, name_end, arguments_start, whole_body))
