@@ -105,7 +105,8 @@ def variant_param(variant: Path) -> object:
 
 
 @pytest.mark.parametrize("variant", [variant_param(v) for v in VARIANTS])
-def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Path, request: pytest.FixtureRequest) -> None:
+def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Path,
+                                                                   request: pytest.FixtureRequest) -> None:
     if getattr(request.config.option, "loadgroup", False):  # a pytest-xdist worker under --dist loadgroup
         assert request.node.nodeid.endswith(f"@{variant.parent.name}"), (
             f"pytest-xdist ignored the xdist_group mark ({request.node.nodeid}), so every worker re-runs "
