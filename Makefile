@@ -13,7 +13,7 @@ STATUS := build/.status
 # which more than doubles the time a small lab takes.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install test grade notebooks jupyter serve demo browser bench lint clean
+.PHONY: install test grade notebooks jupyter serve demo browser bench timings lint clean
 
 $(VENV)/.installed: pyproject.toml
 	@echo "Installing the course into $(VENV) (first run only; about a minute)..."
@@ -92,6 +92,10 @@ browser:
 ## Benchmarks: per-token cost as ratios against naive versions and real peers.
 bench: install
 	$(PY) -m bench.run
+
+## Time the README's table here (warm): make grade, each lab on the reference, make test. ARGS=--no-test skips the last.
+timings: install
+	$(PY) -m bench.timings $(ARGS)
 
 lint: install
 	$(PY) -m ruff check .
