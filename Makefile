@@ -8,6 +8,10 @@ NOTEBOOKS := phase-16-serving-apis-and-parsers/notebooks
 GRADE_IMPL := $(or $(LAB_IMPL),starter)
 # What a failing grade says last, instead of make's own "Error 1" banner (see `verdict` below).
 STATUS := build/.status
+# Graded runs: every assertion in a lab's tests carries its own message in the lesson's terms
+# (tests/test_failure_messages.py checks), so pytest's assertion introspection would only add
+# noise under it ("+ where False = <built-in method startswith ...>").
+GRADED_PYTEST := -q -rN -p no:warnings -m "not control" --assert=plain
 # Let Python cache compiled bytecode, its default, even where the environment turns that off:
 # without the cache every run recompiles the course and pytest re-rewrites its assertions,
 # which more than doubles the time a small lab takes.
@@ -34,8 +38,7 @@ grade: run-grade
 
 run-grade: install
 	@mkdir -p build
-	@LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $(LABS) -q --no-header --tb=no -rN -p no:warnings \
-		-m "not control" --grade results.json; echo $$? > $(STATUS)-grade
+	@LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $(LABS) $(GRADED_PYTEST) --no-header --tb=no --grade results.json; echo $$? > $(STATUS)-grade
 
 ## One lab's tests, with the failures spelled out: `make lab-03` (your starter), `LAB_IMPL=solution make lab-03`.
 ## Extra pytest options go in ARGS, e.g. `make lab-05 ARGS="-k flush"`.
@@ -47,7 +50,7 @@ run-lab-%: install
 	@lab=$$(ls -d $(LABS)/lab-$*-* 2>/dev/null); \
 	if [ -z "$$lab" ]; then echo "no lab-$* here: the labs are $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' ')"; \
 		echo 2 > $(STATUS)-lab-$*; exit 0; fi; \
-	LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $$lab -q --tb=short -rN -p no:warnings -m "not control" \
+	LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $$lab $(GRADED_PYTEST) --tb=short \
 		--grade build/results-lab-$*.json $(ARGS); echo $$? > $(STATUS)-lab-$*
 
 # A failing grade must exit non-zero, but make would then print its own "*** [grade] Error 1"

@@ -71,7 +71,7 @@ def run_lab_tests(lab_dir: Path, env: dict[str, str], timeout: int = 600) -> Lab
     with tempfile.TemporaryDirectory() as scratch:
         results = Path(scratch) / "results.json"
         command = [sys.executable, "-m", "pytest", str(lab_dir), "-q", "--tb=no", "-p", "no:randomly",
-                   "--timeout", "120", "--grade", str(results)]
+                   "--timeout", "120", "--assert=plain", "--grade", str(results)]
         done = subprocess.run(command, cwd=REPO_ROOT, env=child_env, capture_output=True, text=True, timeout=timeout)
         tests = json.loads(results.read_text(encoding="utf-8"))["tests"] if results.exists() else []
     return LabRun(done.returncode, tests, done.stdout + done.stderr)

@@ -48,6 +48,21 @@ def format_trace(steps: list[Step], rule: str = "the stream differs from the exp
     if first_bad is not None:
         step = steps[first_bad]
         raw = step.raw.hex(" ") if isinstance(step.raw, bytes) else quote(step.raw)
+        verdict = f" ({lag_or_leak(steps[: first_bad + 1])})" if columns == ("emitted", "expected") else ""
         lines.append(f"{FIRST_WRONG_STEP} {first_bad + 1} ({step.label} {raw}): {columns[0]} {quote(step.emitted)}, "
-                     f"{columns[1]} {quote(step.expected)}")
+                     f"{columns[1]} {quote(step.expected)}{verdict}")
     return "\n".join(lines)
+
+
+def lag_or_leak(steps: list[Step]) -> str:
+    """What went wrong by the last of ``steps``, from everything shown so far: too late, too early, or wrong text.
+
+    A stream can only be wrong in these three ways, and each points at a different
+    mistake: holding back too much, letting out what should wait, or changing the text.
+    """
+    shown, due = "".join(s.emitted for s in steps), "".join(s.expected for s in steps)
+    if due.startswith(shown):
+        return f"too late: {quote(due[len(shown):])} should be out by now"
+    if shown.startswith(due):
+        return f"too early: {quote(shown[len(due):])} went out before the rule allows"
+    return "wrong text: what was shown is not what the oracle shows"

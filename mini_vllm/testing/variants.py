@@ -71,7 +71,8 @@ def grade_variant(lab_dir: Path, variant: Variant, results: Path) -> int:
     for name, module in list(sys.modules.items()):  # the lab's test module, loaded for the last variant
         if Path(getattr(module, "__file__", None) or "/").parent == lab_dir:
             del sys.modules[name]
-    args = [str(lab_dir), "-q", "--tb=no", "-p", "no:cacheprovider", "--timeout", "120", "--grade", str(results)]
+    args = [str(lab_dir), "-q", "--tb=no", "-p", "no:cacheprovider", "--timeout", "120", "--assert=plain",
+            "--grade", str(results)]
     return int(pytest.main(args, plugins=[OnlyWhatTheVariantOwes(variant)]))
 
 

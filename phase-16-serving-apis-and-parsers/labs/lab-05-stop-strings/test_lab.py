@@ -159,7 +159,8 @@ def test_truncate_follows_the_rule_for_any_text(text: str, stops: list[str], inc
 
 @pytest.mark.task(2)
 def test_a_split_stop_is_not_leaked() -> None:
-    check_feeds(["DEF", "G", "HI", "J"], ["GHI"], "a stop split across chunks must never reach the user")
+    check_feeds(["DEF", "G", "HI", "J"], ["GHI"],
+                "a stop split across chunks must never reach the user, and text that cannot start one must not wait")
 
 
 @pytest.mark.task(2)
