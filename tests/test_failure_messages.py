@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mini_vllm.labs import LABS_DIR
+from mini_vllm.testing.trace import FIRST_WRONG_STEP, Step, format_trace
 
 TEST_FILES = sorted(LABS_DIR.glob("lab-*/test_lab.py"))
 MAX_ID = 40  # characters in one parametrize id
@@ -65,3 +66,16 @@ def test_every_assertion_says_which_rule_broke(path: Path) -> None:
 def test_parametrize_ids_are_short(path: Path) -> None:
     long = long_ids(path)
     assert not long, f"{path.parent.name}: give these parameters short ids (ids=...):\n" + "\n".join(long)
+
+
+@pytest.mark.parametrize(("emitted", "expected", "verdict"), [
+    (["", "ab"], ["a", "b"], "too late: 'a' should be out by now"),
+    (["ab", ""], ["a", "b"], "too early: 'b' went out before the rule allows"),
+    (["a", "x"], ["a", "b"], "wrong text"),
+], ids=["late", "early", "wrong"])
+def test_first_wrong_step_says_how_the_stream_went_wrong(emitted: list[str], expected: list[str],
+                                                         verdict: str) -> None:
+    """The scorecard quotes the "first wrong step" line, so it must say late, early or wrong by itself."""
+    steps = [Step("feed", e, got, want) for e, got, want in zip(expected, emitted, expected, strict=True)]
+    last_line = format_trace(steps, "rule").splitlines()[-1]
+    assert last_line.startswith(FIRST_WRONG_STEP) and verdict in last_line, last_line
