@@ -30,7 +30,7 @@ OSAKA_CALL: dict[str, Any] = {"name": "book_table", "arguments": {"city": "大�
 # A file written through a tool: several kB of arguments, so a client sees them arrive in many fragments.
 WRITE_FILE_CALL: dict[str, Any] = {"name": "write_file", "arguments": {
     "path": "notes/旅行.md",
-    "content": "".join(f'{i:03d}. 東京 → 大阪 🚄 "day {i}" {{ok}} 花見 🌸 \\ done ✅\n' for i in range(60)),
+    "content": "".join(f'{i:03d}. 東京 → 大阪 🚄 "day {i}" {{ok}} 花見 🌸 \\ done ✅\n' for i in range(12)),
     "overwrite": True,
 }}
 # The model forgets the envelope's closing brace: the server must say so, not drop the call.
