@@ -27,7 +27,8 @@ WEATHER_CALL: dict[str, Any] = {
 }
 PARIS_CALL: dict[str, Any] = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}
 OSAKA_CALL: dict[str, Any] = {"name": "book_table", "arguments": {"city": "大阪", "people": 2, "mood": "🫨🍜"}}
-# A file written through a tool: several kB of arguments, so a client sees them arrive in many fragments.
+# A file written through a tool: about 1 kB of arguments (a thousand byte-level tokens), so a client
+# sees them arrive in many fragments.
 WRITE_FILE_CALL: dict[str, Any] = {"name": "write_file", "arguments": {
     "path": "notes/旅行.md",
     "content": "".join(f'{i:03d}. 東京 → 大阪 🚄 "day {i}" {{ok}} 花見 🌸 \\ done ✅\n' for i in range(12)),

@@ -8,8 +8,7 @@ from mini_vllm.labs import load_lab
 _solution = load_lab("lab-02", "solution")
 globals().update({name: value for name, value in vars(_solution).items() if not name.startswith("__")})
 
-MUST_FAIL = ["test_sse_framing_and_the_first_chunk", "test_no_empty_content_deltas",
-             "test_tool_call_arrives_structured"]
+MUST_FAIL = ["test_sse_framing_and_the_first_chunk", "test_no_empty_content_deltas"]
 MAY_COST = [3]
 
 
