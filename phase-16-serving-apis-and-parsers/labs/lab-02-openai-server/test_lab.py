@@ -288,7 +288,9 @@ def test_streamed_completion_reassembles_exactly(server: BackgroundServer, promp
 
 
 @pytest.mark.task(1)
-def test_sixteen_concurrent_clients_each_get_their_own_reply(server: BackgroundServer) -> None:
+def test_sixteen_concurrent_clients_each_get_their_own_reply(servers: Any) -> None:
+    """One pipeline per request: interleaved steps must never share state (one server is enough)."""
+    server = servers("byte", 1)
     prompts = [["hello", "japanese", "chinese", "emoji"][i % 4] + f" #{i}" for i in range(16)]
 
     def one(prompt: str) -> tuple[str, str]:
@@ -359,7 +361,7 @@ def run_pipeline(tokenizer: Any, ids: list[int], sizes: list[int] | None) -> dic
 
 
 @pytest.mark.task(1)
-@settings(max_examples=40)  # each example runs labs 03/04/06/05/01 twice over a whole reply; the @examples pin the bugs
+@settings(max_examples=25)  # each example runs labs 03/04/06/05/01 twice over a whole reply; the @examples pin the bugs
 @given(written_tool_call_replies(max_calls=2), st.sampled_from(TOKENIZERS), STEP_SIZES)
 @example(reply=WrittenReply('Hi 🫨 <tool_call>{"name": "f", "arguments": {"a": "東京"}}</tool_call> ok',
                             "Hi 🫨  ok", []), tokenizer_name="byte", sizes=[3])
