@@ -76,6 +76,12 @@ def formula(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], 
     return whole[len(tokenizer.decode(prompt, skip_special_tokens=skip)) :]
 
 
+def pushes(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], **kwargs: object) -> list[str]:
+    """What each push shows (no flush: tasks 1 and 2 must not need task 3)."""
+    detok = lab.IncrementalDetokenizer(tokenizer, prompt, **kwargs)
+    return [detok.push(i) for i in output]
+
+
 def stream(
     tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], **kwargs: object
 ) -> tuple[list[str], str]:
@@ -90,12 +96,12 @@ def without_spaces(text: str) -> str:
 
 def check_stream(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], skip: bool = False,
                  window: int = WINDOW, spaces_on_spm_are_task_1: bool = False) -> None:
-    """Three rules, checked after every token, with a step-by-step table on failure.
+    """The push rules, checked after every token, with a step-by-step table on failure.
 
     - never wrong: what has been shown is always the start of the final answer;
     - never late: when nothing is ambiguous (every byte so far forms whole characters and the
-      last one is not U+FFFD), all of it has been shown;
-    - exact: pushes + flush == the answer.
+      last one is not U+FFFD), all of it has been shown. A stream that ends on a whole
+      character is then complete without flush (what flush gives is task 3's rule).
 
     With ``spaces_on_spm_are_task_1``, a SentencePiece stream is compared with its spaces taken
     out (the table still shows them): where a space shows is task 1's left-context rule.
@@ -115,16 +121,10 @@ def check_stream(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[i
             problem = f"after token {k} the text shown, {quote(shown)}, is not how the answer {quote(final)} starts"
         if problem is None and expected.settled[k - 1] and same(shown) != same(required):
             problem = f"after token {k} nothing is ambiguous, but {quote(required[len(shown):])} is still held back"
-    shown += detok.flush()
-    steps.append(Step("flush", b"", shown, final))
-    if problem is None and same(shown) != same(final):
-        problem = f"pushes + flush give {quote(shown)}, the answer is {quote(final)}"
     if problem is not None:
         table = format_trace(steps, f"the stream (window={window}), token by token",
                              columns=("shown so far", "required by then"))
         raise AssertionError(f"{problem}\n{table}")
-
-
 
 
 def between_characters(tokenizer: Tokenizer, ids: Sequence[int], skip: bool = False) -> list[int]:
@@ -159,7 +159,7 @@ def check_prompt_boundary(tokenizer: Tokenizer, ids: Sequence[int], split: int, 
     show what the same token shows in B, once B's text is stripped of the characters the prompt
     tail ``ids[earlier:split]`` completes on its own (read off the raw bytes). So the prompt is
     never shown, and a character straddling ``split`` is A's output, shown when it completes.
-    A's flush must give what A's pushes still hold (see :func:`check_flush`).
+    A's flush must give what A's pushes still hold (see :func:`check_held_is_flushed`).
 
     Only the prompt rule is checked: both runs use your push. Where B itself goes wrong before the
     first character boundary after ``split`` (a push bug: the other tasks' tests show it), only
@@ -167,7 +167,7 @@ def check_prompt_boundary(tokenizer: Tokenizer, ids: Sequence[int], split: int, 
     """
     assert earlier <= split and earlier in between_characters(tokenizer, ids, skip), (
         "test bug: run B's prompt must end between characters, no later than run A's")
-    pushes_b = stream(tokenizer, ids[:earlier], ids[earlier:], window=window, skip_special_tokens=skip)[0]
+    pushes_b = pushes(tokenizer, ids[:earlier], ids[earlier:], window=window, skip_special_tokens=skip)
     text_a, text_b = (oracle(tokenizer, ids[:cut], ids[cut:], skip).text for cut in (split, earlier))
     assert text_b.endswith(text_a), "test bug: the oracle's output text must grow as the prompt shrinks"
     prompt_tail = text_b[: len(text_b) - len(text_a)]  # what A's prompt completes past `earlier`
@@ -223,9 +223,8 @@ def check_flush(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[in
 @pytest.mark.task(1)
 def test_ascii_streams_token_by_token() -> None:
     output = BPE.encode(" Hello there, streaming world!")
-    pushed, tail = stream(BPE, [], output)
+    pushed = pushes(BPE, [], output)
     assert pushed == [BPE.decode([i]) for i in output], "ASCII tokens are whole: each shows at once"
-    assert tail == "", "complete text leaves nothing for flush"
 
 
 @pytest.mark.task(1)
@@ -262,9 +261,9 @@ def test_leading_spaces_survive_on_spm(name: str, window: int) -> None:
 def test_special_tokens_follow_skip_special_tokens(name: str, skip: bool) -> None:
     tokenizer = TOKENIZERS[name]
     output = tokenizer.encode("<|im_start|>assistant\nHi!<|im_end|><|endoftext|>")
-    pushed, tail = stream(tokenizer, [], output, skip_special_tokens=skip)
+    pushed = pushes(tokenizer, [], output, skip_special_tokens=skip)
     expected = "assistant\nHi!" if skip else "<|im_start|>assistant\nHi!<|im_end|><|endoftext|>"
-    assert "".join(pushed) + tail == expected, f"skip_special_tokens={skip}: {pushed}"
+    assert "".join(pushed) == expected, f"skip_special_tokens={skip}: {pushed}"
 
 
 @pytest.mark.task(1)
@@ -273,7 +272,7 @@ def test_bad_id_raises_and_loses_nothing(bad_id: object) -> None:
     """A rejected id changes nothing: the stream is the one your detokenizer gives without it."""
     output = BPE.encode("ok " + SHAKING + " done")
     middle = output.index(BPE.encode(SHAKING)[1])  # between two tokens of 🫨: a character is half received
-    without_bad_id, _ = stream(BPE, [], output)
+    without_bad_id = pushes(BPE, [], output)
     detok = lab.IncrementalDetokenizer(BPE, [])
     pushed = [detok.push(i) for i in output[:middle]]
     with pytest.raises(ValueError, match="token id") as raised:
@@ -394,10 +393,10 @@ def test_vllm_peer_strings(name: str, truth: str) -> None:
     tokenizer = TOKENIZERS[name]
     ids = [*tokenizer.encode(truth), tokenizer.eos_token_id]
     check_stream(tokenizer, [], ids, skip=True, spaces_on_spm_are_task_1=True)
-    pushed, tail = stream(tokenizer, [], ids, skip_special_tokens=True)
+    pushed = pushes(tokenizer, [], ids, skip_special_tokens=True)
     same = without_spaces if is_spm(tokenizer) else str
-    assert same("".join(pushed) + tail) == same(tokenizer.decode(ids, skip_special_tokens=True)), (
-        "pushes + flush must equal decode() of the whole reply")
+    assert same("".join(pushed)) == same(tokenizer.decode(ids, skip_special_tokens=True)), (
+        "the reply ends on a whole character: its pushes alone must add up to decode() of the whole reply")
 
 
 HF_RAWS = {"hf-bpe": (HF_BPE, HF_RAW), "hf-spm": (HF_SPM, HF_SPM_RAW)}
@@ -418,7 +417,7 @@ def test_agrees_with_decode_stream_where_it_is_right(name: str, text: str) -> No
     """
     tokenizer, raw = HF_RAWS[name]
     output = tokenizer.encode(text.replace("\ufffd", ""))
-    pushed, _ = stream(tokenizer, [], output, skip_special_tokens=True)
+    pushed = pushes(tokenizer, [], output, skip_special_tokens=True)
     same = without_spaces if is_spm(tokenizer) else str
     peer = decode_stream_steps([], output, raw, skip=True)
     assert [same(p) for p in pushed] == [same(p) for p in peer], (
@@ -467,7 +466,6 @@ def test_cost_per_token_is_bounded(kind: str) -> None:
         detok = lab.IncrementalDetokenizer(counting, [], window=WINDOW)
         for i in ids:
             detok.push(i)
-        detok.flush()
         per_token[length] = counting.ids_decoded / len(ids)
     assert per_token[LONG] <= COST_BUDGET, (
         f"{kind}: {per_token[LONG]:.1f} ids decoded per token at {LONG} tokens; the budget is {COST_BUDGET} "
