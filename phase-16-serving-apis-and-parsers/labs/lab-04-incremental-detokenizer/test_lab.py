@@ -165,13 +165,14 @@ def check_prompt_boundary(tokenizer: Tokenizer, ids: Sequence[int], split: int, 
     first character boundary after ``split`` (a push bug: the other tasks' tests show it), only
     the tokens after that boundary are compared.
     """
-    assert earlier <= split and earlier in between_characters(tokenizer, ids, skip), (
+    boundaries = between_characters(tokenizer, ids, skip)
+    assert earlier <= split and earlier in boundaries, (
         "test bug: run B's prompt must end between characters, no later than run A's")
     pushes_b = pushes(tokenizer, ids[:earlier], ids[earlier:], window=window, skip_special_tokens=skip)
     text_a, text_b = (oracle(tokenizer, ids[:cut], ids[cut:], skip).text for cut in (split, earlier))
     assert text_b.endswith(text_a), "test bug: the oracle's output text must grow as the prompt shrinks"
     prompt_tail = text_b[: len(text_b) - len(text_a)]  # what A's prompt completes past `earlier`
-    settled = next((k for k in between_characters(tokenizer, ids, skip) if k > split), len(ids))
+    settled = next((k for k in boundaries if k > split), len(ids))
     shown_b = "".join(pushes_b[: settled - earlier])  # B's text through the character straddling `split`
     b_is_right = text_b.startswith(shown_b) and len(shown_b) >= len(prompt_tail)
     start = 0 if b_is_right else settled - split
