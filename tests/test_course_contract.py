@@ -84,21 +84,11 @@ def variant_runs(lab: str) -> dict[Path, LabRun]:
     return run_variants(lab_dir, [v for v in VARIANTS if v.parent.name == f"lab_{lab}"])
 
 
-# Variants that still lose points outside their declared tasks (issue 9, still open):
-# - lab-04: task 3 holds the end-to-end exactness tests, so any push or fallback bug also
-#   costs task-3 points; several variants also re-implement the class without its input checks.
-KNOWN_LEAKS = {"lab_04/full_redecode", "lab_04/no_fallback", "lab_04/original_fallback", "lab_04/per_token_decode",
-               "lab_04/prompt_re_emitted", "lab_04/skips_special_tokens", "lab_04/window_too_small",
-               "lab_04/no_left_context"}
-
-
 def variant_param(variant: Path) -> object:
-    name = f"{variant.parent.name}/{variant.stem}"
-    leak = pytest.mark.xfail(name in KNOWN_LEAKS, reason="loses points outside its tasks (issue 9)", strict=True)
     # One child process grades all of a lab's variants; under pytest-xdist (--dist loadgroup)
     # the group keeps them on one worker, so that process runs once, not once per worker.
     same_worker = pytest.mark.xdist_group(variant.parent.name)
-    return pytest.param(variant, id=name, marks=[leak, same_worker])
+    return pytest.param(variant, id=f"{variant.parent.name}/{variant.stem}", marks=[same_worker])
 
 
 @pytest.mark.parametrize("variant", [variant_param(v) for v in VARIANTS])

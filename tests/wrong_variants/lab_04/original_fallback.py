@@ -1,13 +1,23 @@
 """Wrong on purpose: the lesson's original fix, a full-history decode on every split character.
 
-Correct output, but a CJK or emoji-heavy reply costs O(N) per token.
+It is the reference with one change: whenever the decoded text ends in U+FFFD (a character
+still arriving, or a real U+FFFD), the context is widened to the whole history before the
+boundary search. The output is still right, but a CJK or emoji-heavy reply costs O(N) per token.
 """
 
-from mini_vllm.testing.baselines import OriginalWindowDiff
+from mini_vllm.labs import load_lab
+from mini_vllm.tokenizer_base import REPLACEMENT_CHAR
+
+_solution = load_lab("lab-04", "solution")
 
 MUST_FAIL = ["test_cost_per_token_is_bounded"]
 MAY_COST = [2]
 
 
-class IncrementalDetokenizer(OriginalWindowDiff):
-    pass
+class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
+    def push(self, token_id: int) -> str:
+        if self._decode([*self.tokens[self._prefix :], token_id]).endswith(REPLACEMENT_CHAR):
+            # The mistake: fall back on the whole history (token 0 is always a boundary).
+            self._prefix, self._texts = 0, {}
+            self._context_text = self._text_to(self._read)
+        return super().push(token_id)

@@ -15,4 +15,6 @@ class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
     def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int] = (), window: int = 4,
                  skip_special_tokens: bool = False) -> None:
         super().__init__(tokenizer, prompt_ids, window, skip_special_tokens)
-        self._move_offsets(0)  # the mistake: the prompt counts as not yet shown
+        # The mistake: the prompt counts as not yet shown (read and prefix back at token 0).
+        self._boundaries, self._hidden, self._prefix, self._texts = [0], 0, 0, {}
+        self._move_to(0)
