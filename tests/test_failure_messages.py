@@ -18,9 +18,6 @@ from mini_vllm.testing.trace import FIRST_WRONG_STEP, Step, format_trace
 
 TEST_FILES = sorted(LABS_DIR.glob("lab-*/test_lab.py"))
 MAX_ID = 40  # characters in one parametrize id
-# Labs whose tests are still being brought up to this standard (issue 9).
-BARE_ASSERTS_LEFT: set[str] = set()
-LONG_IDS_LEFT: set[str] = set()
 
 
 def is_control(function: ast.FunctionDef) -> bool:
@@ -51,18 +48,16 @@ def long_ids(path: Path) -> list[str]:
     return found
 
 
-def maybe_not_yet(path: Path, left: set[str]) -> object:
-    mark = pytest.mark.xfail(path.parent.name in left, reason="being brought up to standard (issue 9)", strict=True)
-    return pytest.param(path, id=path.parent.name, marks=mark)
+LAB_IDS = [p.parent.name for p in TEST_FILES]
 
 
-@pytest.mark.parametrize("path", [maybe_not_yet(p, BARE_ASSERTS_LEFT) for p in TEST_FILES])
+@pytest.mark.parametrize("path", TEST_FILES, ids=LAB_IDS)
 def test_every_assertion_says_which_rule_broke(path: Path) -> None:
     bare = bare_asserts(path)
     assert not bare, f"{path.parent.name}: assertions without a message:\n" + "\n".join(bare)
 
 
-@pytest.mark.parametrize("path", [maybe_not_yet(p, LONG_IDS_LEFT) for p in TEST_FILES])
+@pytest.mark.parametrize("path", TEST_FILES, ids=LAB_IDS)
 def test_parametrize_ids_are_short(path: Path) -> None:
     long = long_ids(path)
     assert not long, f"{path.parent.name}: give these parameters short ids (ids=...):\n" + "\n".join(long)
