@@ -77,17 +77,29 @@ def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Pat
     assert run.output.rstrip().splitlines()[-1] == "graded: starter.py (your code)", run.output[-500:]
 
 
+# A lab's variants are graded in batches, one child process per batch (a process per variant
+# would pay Python's start-up and the heavy imports each time). Batches of a few variants let
+# pytest-xdist spread a lab with many variants over the workers instead of queueing it on one.
+VARIANTS_PER_PROCESS = 4
+
+
+def batch_of(variant: Path) -> str:
+    same_lab = [v for v in VARIANTS if v.parent == variant.parent]
+    return f"{variant.parent.name}-{same_lab.index(variant) // VARIANTS_PER_PROCESS}"
+
+
 @functools.cache
-def variant_runs(lab: str) -> dict[Path, LabRun]:
-    """Every wrong variant of one lab, graded in one child process (cached: one run per lab)."""
-    lab_dir = next(d for d in LAB_DIRS if lab_number(d.name) == lab)
-    return run_variants(lab_dir, [v for v in VARIANTS if v.parent.name == f"lab_{lab}"])
+def variant_runs(batch: str) -> dict[Path, LabRun]:
+    """The variants of one batch, graded in one child process (cached: each batch runs once)."""
+    members = [v for v in VARIANTS if batch_of(v) == batch]
+    lab_dir = next(d for d in LAB_DIRS if f"lab_{lab_number(d.name)}" == members[0].parent.name)
+    return run_variants(lab_dir, members)
 
 
 def variant_param(variant: Path) -> object:
-    # One child process grades all of a lab's variants; under pytest-xdist (--dist loadgroup)
-    # the group keeps them on one worker, so that process runs once, not once per worker.
-    same_worker = pytest.mark.xdist_group(variant.parent.name)
+    # Under pytest-xdist (--dist loadgroup) the group keeps a batch on one worker, so its
+    # child process runs once, not once per worker that happens to get one of its variants.
+    same_worker = pytest.mark.xdist_group(batch_of(variant))
     return pytest.param(variant, id=f"{variant.parent.name}/{variant.stem}", marks=[same_worker])
 
 
@@ -95,11 +107,11 @@ def variant_param(variant: Path) -> object:
 def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Path,
                                                                    request: pytest.FixtureRequest) -> None:
     if getattr(request.config.option, "loadgroup", False):  # a pytest-xdist worker under --dist loadgroup
-        assert request.node.nodeid.endswith(f"@{variant.parent.name}"), (
+        assert request.node.nodeid.endswith(f"@{batch_of(variant)}"), (
             f"pytest-xdist ignored the xdist_group mark ({request.node.nodeid}), so every worker re-runs "
-            "the whole variant batch of this lab: see the pytest cap in pyproject.toml (pytest-xdist#1386)")
+            "the whole variant batch: see the pytest cap in pyproject.toml (pytest-xdist#1386)")
     declared = Variant.read(variant)
-    run = variant_runs(variant.parent.name.removeprefix("lab_"))[variant]
+    run = variant_runs(batch_of(variant))[variant]
     assert run.tests, f"{variant.stem}: no graded test ran:\n{run.output}"
     missing = [name for name in declared.must_fail if not run.named(name)]
     assert not missing, f"{variant.stem}: MUST_FAIL names tests that do not exist: {missing}\n{run.output}"

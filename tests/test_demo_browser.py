@@ -28,6 +28,9 @@ from mini_vllm.labs import REPO_ROOT, load_lab
 from mini_vllm.serving import BackgroundServer, build_engine
 from mini_vllm.toy_model import OSAKA_CALL, PARIS_CALL, SCRIPTS, WEATHER_CALL, ToyModel
 
+# One worker runs this whole module under pytest-xdist: one Chromium to start, not one per worker.
+pytestmark = pytest.mark.xdist_group("browser")
+
 SCREENSHOTS = REPO_ROOT / "build" / "demo"
 DELAY_MS = 5  # small, so the whole module stays quick, but every token still arrives on its own
 HOW_TO_INSTALL = ("the demo's browser test needs Chromium and its driver: run `make browser` (apt: chromium "
@@ -79,8 +82,11 @@ def browser() -> Iterator[Any]:
     chromium, driver_path = found
     options = Options()
     options.binary_location = chromium
+    # The --disable-* set keeps Chromium from phoning home at start-up, which on a closed
+    # network means failed lookups and refused connections before the first page.
     for argument in ("--headless=new", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,860",
-                     "--lang=en-US", "--no-first-run", "--disable-extensions"):
+                     "--lang=en-US", "--no-first-run", "--disable-extensions", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync", "--disable-quic"):
         options.add_argument(argument)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         options.add_argument("--no-sandbox")  # Chromium refuses to start as root with its sandbox on

@@ -150,7 +150,8 @@ def stubs_raise() -> Iterator[None]:
         yield
     except openai.APIError as error:
         if "NotImplementedError" in str(error) or getattr(error, "status_code", None) == 501:
-            raise NotImplementedError(stub_message(error.body or str(error))) from error
+            # from None: the SDK's own traceback (a dozen frames) would bury the stub's one line.
+            raise NotImplementedError(stub_message(error.body or str(error))) from None
         raise
 
 
