@@ -200,6 +200,11 @@ def reassemble(chunks: list[Any]) -> tuple[str, list[Any], str | None]:
     return text, [calls[i] for i in sorted(calls)], finish
 
 
+def stop_reason_of(choice: Any) -> str | None:
+    """vLLM's ``stop_reason`` (the stop string that ended the reply): the SDK keeps it as an extra field."""
+    return (getattr(choice, "model_extra", None) or {}).get("stop_reason")  # type: ignore[no-any-return]
+
+
 def routed(text: str) -> str:
     """The visible ASCII characters of ``text``, in order (no spaces, no CJK, no emoji).
 
@@ -430,25 +435,67 @@ def test_two_tool_calls_with_prose_between(server: BackgroundServer) -> None:
         f"each call's name and arguments as the model wrote them: {got}")
 
 
+# OpenAI's rule for `stop`: the returned text ends just before the first occurrence of a stop
+# sequence, which is not included. vLLM's include_stop_str_in_output keeps the stop itself.
+STOP_SCRIPT = script_for("stop")
+HELD_STOP = "reach you. P.S."  # the reply ends with its first 10 characters: a stop that never completes
+
+
+@pytest.mark.task(1)
+def test_stop_string_is_honoured(server: BackgroundServer) -> None:
+    """push runs the answer through the stop checker: nothing from the stop string on reaches the client."""
+    expected = STOP_SCRIPT[: STOP_SCRIPT.index("STOP")]
+    text, _, _ = reassemble(stream_chat(server, "stop", stop=["STOP"]))
+    assert text == expected, (
+        f"the reply ends just before the first STOP:\n  got      {text!r}\n  expected {expected!r}")
+    whole = ask(server, "stop", stop=["STOP"]).choices[0]
+    assert whole.message.content == expected, (
+        f"not streamed, the same cut:\n  got      {whole.message.content!r}\n  expected {expected!r}")
+
+
+@pytest.mark.task(1)
+def test_include_stop_str_in_output(server: BackgroundServer) -> None:
+    expected = STOP_SCRIPT[: STOP_SCRIPT.index("STOP") + len("STOP")]
+    text, _, _ = reassemble(stream_chat(server, "stop", stop=["STOP"], extra_body={"include_stop_str_in_output": True}))
+    assert text == expected, (
+        f"include_stop_str_in_output keeps the stop itself, and nothing after it:\n  got      {text!r}\n"
+        f"  expected {expected!r}")
+
+
 # ------------------------------------------------------ task 2: the tail and the finish reason
 
 
 @pytest.mark.task(2)
-def test_stop_string_is_honoured(steady_server: BackgroundServer) -> None:
-    text, _, finish = reassemble(stream_chat(steady_server, "stop", stop=["STOP"]))
-    assert (routed(text), finish) == (routed("Counting: one, two, three. "), "stop"), (
-        f"the reply ends just before the first STOP, with finish_reason 'stop': got {text!r}, {finish!r}")
+def test_stop_reason_names_the_stop_that_ended_the_reply(steady_server: BackgroundServer) -> None:
+    """finish_reason "stop" either way; stop_reason is the stop string that cut the reply, or None."""
+    chunks = stream_chat(steady_server, "stop", stop=["STOP"])
+    text, _, finish = reassemble(chunks)
+    # Whether the reply was cut is push's job (task 1, test_stop_string_is_honoured). Here only
+    # what finish reports about it: the client read less than the script, so a stop cut it.
+    cut = routed(text) != routed(STOP_SCRIPT)
+    expected = ("stop", "STOP" if cut else None)
+    streamed = (finish, stop_reason_of(chunks[-1].choices[0]))
+    assert streamed == expected, (
+        f"the reply {'ended at the stop string' if cut else 'ran to its end'}: (finish_reason, stop_reason) "
+        f"should be {expected}, got {streamed}")
     whole = ask(steady_server, "stop", stop=["STOP"]).choices[0]
-    assert (whole.message.content, whole.finish_reason) == (text, "stop"), (
-        f"not streamed: the same text and finish_reason, got {whole.message.content!r}, {whole.finish_reason!r}")
+    assert (whole.finish_reason, stop_reason_of(whole)) == expected, (
+        f"not streamed: (finish_reason, stop_reason) should be {expected}, "
+        f"got {(whole.finish_reason, stop_reason_of(whole))}")
 
 
 @pytest.mark.task(2)
-def test_include_stop_str_in_output(steady_server: BackgroundServer) -> None:
-    text, _, _ = reassemble(stream_chat(steady_server, "stop", stop=["STOP"],
-                                        extra_body={"include_stop_str_in_output": True}))
-    assert routed(text) == routed("Counting: one, two, three. STOP"), (
-        f"include_stop_str_in_output keeps the stop itself: {text!r}")
+def test_finish_releases_text_held_for_a_possible_stop(steady_server: BackgroundServer) -> None:
+    """The reply ends with 'reach you.', the start of the stop 'reach you. P.S.': held to the end, then released."""
+    chunks = stream_chat(steady_server, "stop", stop=[HELD_STOP])
+    text, _, finish = reassemble(chunks)
+    assert STOP_SCRIPT.endswith(HELD_STOP[:10]) and routed(text) == routed(STOP_SCRIPT), (
+        f"the stream ended, so the stop {HELD_STOP!r} can no longer match: finish must release the "
+        f"'reach you.' it held back\n  got      {text!r}\n  expected {STOP_SCRIPT!r}")
+    streamed = (finish, stop_reason_of(chunks[-1].choices[0]))
+    assert streamed == ("stop", None), (
+        f"the reply ran to its end (no stop matched): (finish_reason, stop_reason) should be ('stop', None), "
+        f"got {streamed}")
 
 
 @pytest.mark.task(2)
@@ -663,7 +710,7 @@ def test_pipeline_alone_keeps_stop_strings_out_of_the_thought(tokenizer: Any) ->
     assert routed(thought) == routed(STOP_THOUGHT), (
         "the whole thought, stop word included, belongs to the reasoning channel: a STOP inside the thought "
         "must not end the reply\n" + table)
-    # Where the answer is cut is task 2's stop rule; here it must only be the answer's text, never the thought's.
+    # Where the answer is cut is task 1's stop rule; here it must only be the answer's text, never the thought's.
     assert routed(STOP_ANSWER).startswith(routed(answer)), "the answer channel carries the answer only\n" + table
 
 
@@ -692,7 +739,7 @@ def test_stop_string_cuts_only_the_answer(steady_server: BackgroundServer) -> No
     thought, answer, _, _ = channels(stream_chat(steady_server, "think stop", stop=["STOP"]))
     assert "STOP" in STOP_THOUGHT and routed(thought) == routed(STOP_THOUGHT), \
         f"a stop word inside the thought must not end the reply (vLLM #53066): reasoning {thought!r}"
-    # Cutting the answer at its STOP is the stop rule's job (task 2); here: the answer is answer text.
+    # Cutting the answer at its STOP is the stop rule's job (task 1); here: the answer is answer text.
     assert routed(answer) and routed(STOP_ANSWER).startswith(routed(answer)), (
         f"content carries the answer, after the thought: {answer!r}")
     whole = ask(steady_server, "think stop", stop=["STOP"]).choices[0]

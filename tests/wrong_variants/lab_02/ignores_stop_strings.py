@@ -8,7 +8,7 @@ _solution = load_lab("lab-02", "solution")
 globals().update({name: value for name, value in vars(_solution).items() if not name.startswith("__")})
 
 MUST_FAIL = ["test_stop_string_is_honoured", "test_include_stop_str_in_output"]
-MAY_COST = [2]
+MAY_COST = [1]  # the stop checker is built in __init__ and run by push: task 1
 
 
 class OutputPipeline(_solution.OutputPipeline):
