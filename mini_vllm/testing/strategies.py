@@ -95,6 +95,7 @@ _JSON_LEAVES = st.none() | st.booleans() | st.integers(-1000, 1000) | _TRICKY_TE
 # Two levels of nesting below the arguments object (so braces three deep in all), spelled
 # out rather than drawn with st.recursive, which costs twice as much per example.
 _JSON_SHALLOW = st.lists(_JSON_LEAVES, max_size=3) | st.dictionaries(_TRICKY_TEXT, _JSON_LEAVES, max_size=3)
+# JSON values whose strings hold what breaks naive parsers: quotes, backslashes, end tags, CJK, emoji.
 JSON_VALUES = (_JSON_LEAVES | _JSON_SHALLOW | st.lists(_JSON_SHALLOW, max_size=2)
                | st.dictionaries(_TRICKY_TEXT, _JSON_SHALLOW, max_size=2))
 CALL_NAMES = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
@@ -103,11 +104,6 @@ CALL_ARGUMENTS = st.dictionaries(st.text("abc_", min_size=1, max_size=5), JSON_V
 # miss "<tool call>" (a map, not a filter: cheaper, and the near miss is worth testing too).
 PROSE_PIECES = st.text(PROSE_CHARS, max_size=12).map(lambda s: s.replace(TOOL_START, "<tool call>"))
 BLOCK_PADDING = st.sampled_from(["", "\n", " "])
-
-
-def json_values() -> st.SearchStrategy[Any]:
-    """JSON values whose strings hold what breaks naive parsers: quotes, backslashes, end tags, CJK, emoji."""
-    return JSON_VALUES
 
 
 @st.composite
