@@ -84,7 +84,7 @@ def error_response_for(request: Request, error: ApiError) -> JSONResponse:
 # Parts of pydantic's error locations that name a type or a union branch, not a field.
 TYPE_LABELS = frozenset({"str", "int", "float", "bool", "none", "function-after", "function-before",
                          "function-wrap", "function-plain", "lax-or-strict", "json-or-python"})
-UNION_TAGS = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+UNION_TAGS = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 
 def param_path(location: Sequence[int | str]) -> str:
