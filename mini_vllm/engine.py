@@ -8,12 +8,16 @@ text (and noticing stop strings and tool calls) is the output pipeline's job, la
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from mini_vllm.kv_pool import BlockPool
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.toy_model import ToyModel
+
+
+MAX_MODEL_LEN = 32768  # the toy model's context window, in tokens (a prompt and its reply together)
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class EngineStats:
 
 class Engine:
     def __init__(self, model: ToyModel, pool: BlockPool | None = None, token_delay_s: float = 0.0,
-                 tokens_per_step: int = 1) -> None:
+                 tokens_per_step: int = 1, max_model_len: int = MAX_MODEL_LEN) -> None:
         if tokens_per_step < 1:
             raise ValueError(f"tokens_per_step must be >= 1, got {tokens_per_step}")
         self.model = model
@@ -43,7 +47,15 @@ class Engine:
         self.pool = pool or BlockPool()
         self.token_delay_s = token_delay_s
         self.stats = EngineStats()
+        self.max_model_len = max_model_len  # prompt + reply, in tokens: the context window
         self._running: set[str] = set()
+
+    @functools.cached_property
+    def max_token_bytes(self) -> int:
+        """The most bytes one token stands for: a prompt of B bytes makes at least B / this many tokens."""
+        specials = set(self.tokenizer.all_special_ids)
+        return max(len(self.tokenizer.decode_single_token_bytes(i))
+                   for i in range(self.tokenizer.vocab_size) if i not in specials)
 
     @property
     def running(self) -> frozenset[str]:
