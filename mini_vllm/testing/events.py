@@ -175,7 +175,8 @@ def _check_lifecycle(i: int, event: Event, done_items: list[dict[str, Any]], res
 
 def _check_new_item(i: int, task: int, item: dict[str, Any], items: list[_Item], bad: Any) -> None:
     kind = item.get("type")
-    shapes: dict[str, dict[str, Any]] = {"message": {"content": []}, "reasoning": {"summary": []}, "function_call": {"arguments": ""}}
+    shapes: dict[str, dict[str, Any]] = {"message": {"content": []}, "reasoning": {"summary": []},
+                                         "function_call": {"arguments": ""}}
     if kind not in shapes:
         bad(i, task, "an output item is a 'reasoning', 'message' or 'function_call' item", "one of those types")
         return
