@@ -518,7 +518,7 @@ def _payload(event: Event) -> str:
     for key in ("item", "content_block", "part"):
         if isinstance(event.get(key), dict):
             shown = {k: v for k, v in event[key].items() if k in ("type", "id", "name", "text", "status")}
-            return _short(json.dumps(shown, ensure_ascii=False), 60)
+            return _short(json.dumps(shown, ensure_ascii=False), 42)
     if isinstance(event.get("response"), dict):
         return f"status {event['response'].get('status')!r}"
     return ""
