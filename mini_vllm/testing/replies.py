@@ -18,6 +18,7 @@ from typing import Any
 from mini_vllm.families import load_tokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.sampling import SamplingParams
+from mini_vllm.tokenizer_base import Tokenizer, encode_continuation
 from mini_vllm.toy_model import ToyModel
 
 COMPOSED_LABS = ("01", "03", "04", "05", "06")
@@ -68,6 +69,20 @@ def reply_run(family: str, message: str, tokens_per_step: int = 1, max_tokens: i
     tokenizer = load_tokenizer(family)
     prompt_ids = tokenizer.encode(CHATML_USER.format(message) + ("<think>\n" if thinking else ""))
     reply = ToyModel(tokenizer).reply_ids(message, prompt_ids)
+    return run_ids(tokenizer, prompt_ids, reply, tokens_per_step, max_tokens, stop, thinking)
+
+
+def text_run(family: str, text: str, tokens_per_step: int = 1) -> ReplyRun:
+    """Any reply text (a hypothesis draw, say) written by the model, then EOS, through lab-02."""
+    tokenizer = load_tokenizer(family)
+    prompt_ids = tokenizer.encode(CHATML_USER.format("hi"))
+    reply = [*encode_continuation(tokenizer, text), tokenizer.eos_token_id]
+    return run_ids(tokenizer, prompt_ids, reply, tokens_per_step)
+
+
+def run_ids(tokenizer: Tokenizer, prompt_ids: list[int], reply: list[int], tokens_per_step: int = 1,
+            max_tokens: int = 4096, stop: tuple[str, ...] = (), thinking: bool = False) -> ReplyRun:
+    """Reply ids through lab-02's reference pipeline, grouped as the engine groups them, ended as the server ends."""
     engine_reason = "stop"
     if len(reply) > max_tokens:
         reply, engine_reason = reply[:max_tokens], "length"

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from anthropic.lib.streaming._messages import accumulate_event
+from hypothesis import given
+from hypothesis import strategies as st
 from openai.lib.streaming.responses._responses import ResponseStreamState
 
 from mini_vllm.labs import load_lab
@@ -30,7 +32,8 @@ from mini_vllm.testing.events import (
     responses_channels,
     sdk_problem,
 )
-from mini_vllm.testing.replies import ReplyRun, reply_run
+from mini_vllm.testing.replies import ReplyRun, reply_run, text_run
+from mini_vllm.testing.strategies import WrittenReply, written_tool_call_replies
 from mini_vllm.toy_model import OSAKA_CALL, PARIS_CALL, WEATHER_CALL
 
 lab = load_lab("lab-07")
@@ -349,6 +352,23 @@ def test_call_items_follow_the_grammar_for_every_reply(name: str) -> None:
             f"tool-call text must never reach output_text (vLLM #36435, #29725) ({case}): {said.text!r}")
 
 
+THOUGHTS = st.sampled_from(["", "<think>\nplan: call 🫨 </tool\n</think>\n\n"])  # no thought, or one first
+
+
+@pytest.mark.task(2)
+@given(reply=written_tool_call_replies(), thought=THOUGHTS, k=st.integers(1, 8))
+def test_call_items_follow_the_grammar_for_any_reply(reply: WrittenReply, thought: str, k: int) -> None:
+    """Any prose and calls (quotes, braces, end tags inside strings, CJK, emoji), any step size."""
+    run = text_run("byte", thought + reply.text, k)
+    events, step_of = item_events(responses_formatter(), run)
+    case = f"reply {(thought + reply.text)[:80]!r}…, byte, {k} per step"
+    no_violations(check_responses(events, lifecycle=False), 2, events, step_of, case)
+    said = responses_channels(events)
+    assert said.calls == [(c.name, c.arguments) for c in run.calls], (
+        f"each function_call item's name and joined arguments are lab-02's call ({case}): "
+        f"{said.calls} != {[(c.name, c.arguments) for c in run.calls]}")
+
+
 @pytest.mark.task(2)
 def test_arguments_done_equals_the_joined_deltas() -> None:
     for name, k in (("weather", 1), ("write-file", 7), ("two-tools", 2)):
@@ -491,6 +511,22 @@ def test_blocks_follow_the_grammar_for_every_reply(name: str) -> None:
             f"thinking, text and tool_use blocks say exactly lab-02's thought, answer and calls ({case}):\n"
             f"  got      {(said.reasoning[:40], said.text[:40], said.calls)}\n  expected "
             f"{(run.reasoning[:40], run.text[:40], wanted[2])}")
+
+
+@pytest.mark.task(4)
+@given(reply=written_tool_call_replies(), thought=THOUGHTS, k=st.integers(1, 8), send_thinking=st.booleans())
+def test_blocks_follow_the_grammar_for_any_reply(reply: WrittenReply, thought: str, k: int,
+                                                 send_thinking: bool) -> None:
+    run = text_run("byte", thought + reply.text, k)
+    events, step_of = item_events(messages_formatter(send_thinking=send_thinking), run)
+    case = f"reply {(thought + reply.text)[:80]!r}…, byte, {k} per step, thinking {send_thinking}"
+    no_violations(check_messages(events, lifecycle=False), 4, events, step_of, case)
+    said = messages_channels(events)
+    wanted = (run.reasoning if send_thinking else "", run.text, [(c.name, c.arguments) for c in run.calls])
+    assert (said.reasoning, said.text, said.calls) == wanted, (
+        f"the blocks say exactly lab-02's thought (when sent), answer and calls ({case}):\n"
+        f"  got      {(said.reasoning[:40], said.text[:40], said.calls)}\n  expected "
+        f"{(wanted[0][:40], wanted[1][:40], wanted[2])}")
 
 
 @pytest.mark.task(4)
