@@ -21,6 +21,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from mini_vllm.api_errors import MAX_BODY_BYTES, ApiError, dumps, error_response, install_error_handling
@@ -137,7 +138,22 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
             return Response(status_code=499)
         return JSONResponse(merge_chunks(collected, kind, reasoning_field))
 
+    app.openapi = lambda: openapi_without_422(app)  # type: ignore[method-assign]
     return app
+
+
+def openapi_without_422(app: FastAPI) -> dict[str, Any]:
+    """FastAPI documents a 422 ``{"detail": [...]}`` on every route with a body; this server answers
+    those with a 400 in OpenAI's shape (as OpenAI does), so the document says so and nothing else."""
+    if app.openapi_schema is None:
+        document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for operations in document.get("paths", {}).values():
+            for operation in operations.values():
+                operation.get("responses", {}).pop("422", None)
+        for unused in ("HTTPValidationError", "ValidationError"):
+            document.get("components", {}).get("schemas", {}).pop(unused, None)
+        app.openapi_schema = document
+    return app.openapi_schema
 
 
 # ----------------------------------------------------------------- plumbing any generating route can reuse
