@@ -227,6 +227,7 @@ class GuardMiddleware:
             await error_response(failure, shape)(scope, receive, send)
 
 
-def dumps(payload: Any) -> str:
-    """JSON as it goes on the wire: UTF-8 text, not ``\\u`` escapes."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+# One encoder, made once: json.dumps with any option but the defaults builds a new encoder per call,
+# which was a fifth of the cost of a chunk on the wire.
+dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+"""JSON as it goes on the wire: UTF-8 text, not ``\\u`` escapes, no spaces."""

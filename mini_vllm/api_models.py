@@ -21,9 +21,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema, field_validator
 
 NOT_SCRIPTABLE = "the toy model's replies are scripted"
+
+
+def documented(schema: dict[str, Any]) -> WithJsonSchema:
+    """What the OpenAPI document says a field accepts, where a validator below enforces it with a better
+    message than pydantic's (``only n=1``, ``logprobs ... not supported``). The document tells the truth,
+    so a generator such as schemathesis sends a valid value where it means to."""
+    return WithJsonSchema(schema)
+
+
+NULL = {"type": "null"}
+
+
+def nullable(schema: dict[str, Any], default: Any = None) -> WithJsonSchema:
+    return documented({"anyOf": [schema, NULL], "default": default})
 
 
 class Strict(BaseModel):
@@ -139,7 +153,7 @@ class ResponseFormat(Strict):
 
 class StreamOptions(Strict):
     include_usage: bool | None = None
-    include_obfuscation: bool | None = None
+    include_obfuscation: Annotated[bool | None, nullable({"const": False})] = None
 
     @field_validator("include_obfuscation")
     @classmethod
@@ -164,8 +178,9 @@ class SamplingFields(Strict):
 
     model: str
     max_tokens: int | None = Field(None, ge=1, description="default: what is left of the context (vLLM's rule)")
-    n: int | None = Field(1, description="only 1")
-    stop: str | list[str] | None = None
+    n: Annotated[int | None, nullable({"type": "integer", "const": 1}, 1)] = Field(1, description="only 1")
+    stop: Annotated[str | list[str] | None, nullable({"anyOf": [
+        {"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string", "minLength": 1}}]})] = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     # Checked, no effect: a scripted model does not sample.
@@ -174,7 +189,9 @@ class SamplingFields(Strict):
     frequency_penalty: Penalty | None = None
     presence_penalty: Penalty | None = None
     seed: int | None = None
-    logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100)]] | None = None
+    logit_bias: Annotated[dict[str, Annotated[float, Field(ge=-100, le=100)]] | None, nullable({
+        "type": "object", "propertyNames": {"pattern": "^[0-9]+$"},
+        "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}})] = None
     user: str | None = None
     # vLLM's extensions that the pipeline honours.
     include_stop_str_in_output: bool = False
@@ -212,29 +229,34 @@ class SamplingFields(Strict):
 class ChatCompletionRequest(SamplingFields):
     """POST /v1/chat/completions."""
 
-    messages: list[ChatMessage]
+    messages: Annotated[list[ChatMessage], Field(json_schema_extra={"minItems": 1})]
     max_completion_tokens: int | None = Field(None, ge=1)
     tools: list[ToolDefinition] | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    # "required" and a named function are declared (a clear 400 beats "unknown value"), documented as refused.
+    tool_choice: Annotated[Literal["none", "auto", "required"] | NamedToolChoice | None, nullable(
+        {"type": "string", "enum": ["none", "auto"]})] = None
     parallel_tool_calls: bool | None = None
-    response_format: ResponseFormat | None = None
-    logprobs: bool | None = None
-    top_logprobs: int | None = Field(None, ge=0, le=20)
+    response_format: Annotated[ResponseFormat | None, nullable({
+        "type": "object", "properties": {"type": {"const": "text"}}, "required": ["type"],
+        "additionalProperties": False})] = None
+    logprobs: Annotated[bool | None, nullable({"const": False})] = None
+    top_logprobs: Annotated[int | None, nullable({"const": 0})] = Field(None, ge=0, le=20)
     # Checked, no effect.
     metadata: dict[str, str] | None = None
-    store: bool | None = None
+    store: Annotated[bool | None, nullable({"const": False})] = None
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
     prompt_cache_key: str | None = None
     safety_identifier: str | None = None
-    modalities: list[Literal["text", "audio"]] | None = None
+    modalities: Annotated[list[Literal["text", "audio"]] | None, nullable(
+        {"type": "array", "items": {"const": "text"}})] = None
     # Refused whenever present (anything but null).
-    audio: Any = None
-    prediction: Any = None
-    web_search_options: Any = None
-    functions: Any = None
-    function_call: Any = None
+    audio: Annotated[Any, documented(NULL)] = None
+    prediction: Annotated[Any, documented(NULL)] = None
+    web_search_options: Annotated[Any, documented(NULL)] = None
+    functions: Annotated[Any, documented(NULL)] = None
+    function_call: Annotated[Any, documented(NULL)] = None
     # vLLM's extensions.
     include_reasoning: bool = True
     chat_template_kwargs: ChatTemplateKwargs | None = None
@@ -315,11 +337,11 @@ class ChatCompletionRequest(SamplingFields):
 class CompletionRequest(SamplingFields):
     """POST /v1/completions (the legacy text endpoint): one prompt string, one choice."""
 
-    prompt: str
-    echo: bool | None = False
-    best_of: int | None = None
-    suffix: str | None = None
-    logprobs: int | None = Field(None, ge=0, le=5)
+    prompt: Annotated[str, Field(json_schema_extra={"minLength": 1})]
+    echo: Annotated[bool | None, nullable({"const": False}, False)] = False
+    best_of: Annotated[int | None, nullable({"const": 1})] = None
+    suffix: Annotated[str | None, documented(NULL)] = None
+    logprobs: Annotated[int | None, documented(NULL)] = Field(None, ge=0, le=5)
 
     @field_validator("prompt", mode="before")
     @classmethod
@@ -459,5 +481,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorResponse} for status in statuses}
 
 
-SSE_DOC = {"text/event-stream": {"schema": {"type": "string", "description":
-                                            "with stream=true: `data: {chunk}` events, then `data: [DONE]`"}}}
+# With stream=true the body is server-sent events: `data: {chunk}` lines, then `data: [DONE]`. Each event's
+# data is a chunk object or the string [DONE], so the document puts no schema on the events themselves.
+SSE_DOC = {"text/event-stream": {"schema": {"description": "with stream=true: `data: {chunk}` events, then "
+                                                          "`data: [DONE]`"}}}

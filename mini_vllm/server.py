@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from mini_vllm.api_errors import MAX_BODY_BYTES, ApiError, dumps, error_response, install_error_handling
@@ -139,7 +140,22 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
 
     from mini_vllm.server_events import add_event_routes  # imports this module's plumbing: imported last
     add_event_routes(app, engine, model_name, pipeline)  # POST /v1/responses and /v1/messages (lab-07)
+    app.openapi = lambda: openapi_without_422(app)  # type: ignore[method-assign]
     return app
+
+
+def openapi_without_422(app: FastAPI) -> dict[str, Any]:
+    """FastAPI documents a 422 ``{"detail": [...]}`` on every route with a body; this server answers
+    those with a 400 in OpenAI's shape (as OpenAI does), so the document says so and nothing else."""
+    if app.openapi_schema is None:
+        document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for operations in document.get("paths", {}).values():
+            for operation in operations.values():
+                operation.get("responses", {}).pop("422", None)
+        for unused in ("HTTPValidationError", "ValidationError"):
+            document.get("components", {}).get("schemas", {}).pop(unused, None)
+        app.openapi_schema = document
+    return app.openapi_schema
 
 
 # ----------------------------------------------------------------- plumbing any generating route can reuse
@@ -191,8 +207,8 @@ def admit(engine: Engine, generation: Generation) -> None:
                        code="kv_cache_full") from error
 
 
-async def collect(chunks: AsyncIterator[T]) -> list[T]:
-    return [chunk async for chunk in chunks]
+async def collect(steps: AsyncIterator[list[T]]) -> list[T]:
+    return [chunk async for chunks in steps for chunk in chunks]
 
 
 async def wait_for_disconnect(request: Request) -> None:
@@ -224,24 +240,29 @@ async def cancel_on_disconnect(request: Request, work: Awaitable[T]) -> T | None
 
 
 async def run_request(engine: Engine, generation: Generation, output: Any, formatter: Any,
-                      reasoning_field: str = "reasoning") -> AsyncIterator[dict[str, Any]]:
-    """Engine token ids -> the lab's pipeline -> OpenAI chunks. The request is aborted however this ends early."""
+                      reasoning_field: str = "reasoning") -> AsyncIterator[list[dict[str, Any]]]:
+    """Engine token ids -> the lab's pipeline -> OpenAI chunks, a list per engine step (often one chunk).
+
+    The request is aborted however this ends early (a stop string, a disconnect, an error).
+    """
     req, request_id = generation.request, generation.request_id
     completion_tokens, engine_reason = 0, "stop"
     shape = ChunkShaper(req, reasoning_field)
+    push, chunks_of = output.push, formatter.chunks  # looked up once: this loop runs for every token
     try:
         async for step in engine.generate(request_id, generation.prompt_ids, req.user_message, generation.params):
             completion_tokens += len(step.token_ids)
             ids = step.token_ids[0] if len(step.token_ids) == 1 else list(step.token_ids)
-            for chunk in shape(formatter.chunks(output.push(ids))):
-                yield chunk
+            chunks = shape(chunks_of(push(ids)))
+            if chunks:
+                yield chunks
             if output.stopped:  # a stop string: the reply is over, stop spending compute on it
                 break
             engine_reason = step.finish_reason or engine_reason
-        for chunk in shape(formatter.chunks(finish(output, engine_reason))):
-            yield chunk
+        last = shape(chunks_of(finish(output, engine_reason)))
         if req.include_usage or not req.stream:  # a whole response always reports usage
-            yield formatter.usage_chunk(len(generation.prompt_ids), completion_tokens)
+            last.append(formatter.usage_chunk(len(generation.prompt_ids), completion_tokens))
+        yield last
     finally:
         engine.abort(request_id)  # no-op when it finished; frees the blocks after a stop string or a disconnect
 
@@ -275,8 +296,11 @@ class ChunkShaper:
     def __init__(self, req: GenerationRequest, field: str) -> None:
         self.include_reasoning, self.field = req.include_reasoning, field
         self.one_call = not req.parallel_tool_calls
+        self.as_is = self.include_reasoning and field == "reasoning" and not self.one_call  # nothing to change
 
-    def __call__(self, chunks: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    def __call__(self, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.as_is:
+            return chunks
         shaped = []
         for chunk in chunks:
             emptied = False
@@ -300,10 +324,11 @@ class ChunkShaper:
         return shaped
 
 
-async def sse_stream(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+async def sse_stream(steps: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[str]:
+    """Each step's chunks as ``data:`` events, written together (one write per engine step)."""
     try:
-        async for chunk in chunks:
-            yield sse(chunk)
+        async for chunks in steps:
+            yield "".join([f"data: {dumps(chunk)}\n\n" for chunk in chunks])
     except NotImplementedError as error:  # a stub reached mid-stream: report it in-band, as OpenAI does
         yield sse(not_implemented(error).body())
     except Exception as error:

@@ -94,6 +94,7 @@ def test_a_huge_prompt_does_not_stall_a_live_stream(slow_server: BackgroundServe
 
 def test_a_client_that_leaves_a_whole_response_aborts_it_and_frees_its_blocks(slow_server: BackgroundServer) -> None:
     engine = slow_server.engine
+    wait_until(lambda: not engine.running, "the earlier tests' requests to end")
     free_before = engine.pool.num_free_blocks
     connections = []
     for _ in range(4):
