@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
 from mini_vllm.api_models import Strict, refuse
 from mini_vllm.protocol import GenerationRequest, check_unicode
@@ -322,3 +322,47 @@ def from_messages(body: MessagesRequest) -> GenerationRequest:
 
 def _text_of(blocks: list[TextBlock]) -> str:
     return "".join(block.text for block in blocks)
+
+
+# ----------------------------------------------------------------- what the document says comes back
+
+
+class Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ResponseBody(Loose):
+    """A whole Responses API response (``openai.types.responses.Response`` holds every field)."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    model: str
+    status: Literal["completed", "incomplete", "failed"]
+    output: list[dict[str, Any]]
+    usage: dict[str, Any] | None = None
+
+
+class MessageBody(Loose):
+    """A whole Messages API response (``anthropic.types.Message``)."""
+
+    id: str
+    type: Literal["message"]
+    role: Literal["assistant"]
+    model: str
+    content: list[dict[str, Any]]
+    stop_reason: Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"] | None
+    stop_sequence: str | None = None
+    usage: dict[str, Any]
+
+
+class AnthropicErrorDetail(Loose):
+    type: str
+    message: str
+
+
+class AnthropicErrorResponse(Loose):
+    """Anthropic's error body: ``{"type": "error", "error": {"type", "message"}}``."""
+
+    type: Literal["error"]
+    error: AnthropicErrorDetail

@@ -21,7 +21,15 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from mini_vllm.api_errors import ApiError, anthropic_error_body, dumps
 from mini_vllm.api_models import error_responses
 from mini_vllm.engine import Engine
-from mini_vllm.event_models import MessagesRequest, ResponsesRequest, from_messages, from_responses
+from mini_vllm.event_models import (
+    AnthropicErrorResponse,
+    MessageBody,
+    MessagesRequest,
+    ResponseBody,
+    ResponsesRequest,
+    from_messages,
+    from_responses,
+)
 from mini_vllm.labs import load_lab
 from mini_vllm.protocol import check_model
 from mini_vllm.server import (
@@ -35,8 +43,11 @@ from mini_vllm.server import (
     prepare,
 )
 
-SSE_EVENTS = {"text/event-stream": {"schema": {"type": "string", "description":
-                                               "server-sent events, each with an `event:` line naming its type"}}}
+SSE_EVENTS = {"text/event-stream": {"schema": {"description": "with stream=true: server-sent events, each with an "
+                                                               "`event:` line naming its type"}}}
+ERROR_STATUSES = (400, 404, 413, 500, 501, 503)
+ANTHROPIC_ERRORS: dict[int | str, dict[str, Any]] = {status: {"model": AnthropicErrorResponse}
+                                                     for status in ERROR_STATUSES}
 
 
 def add_event_routes(app: FastAPI, engine: Engine, model_name: str, pipeline: ModuleType | None = None,
@@ -53,7 +64,8 @@ def event_router(engine: Engine, model_name: str, pipeline: ModuleType | None = 
     def labs() -> tuple[ModuleType, ModuleType]:
         return pipeline or load_lab("lab-02"), events or load_lab("lab-07")
 
-    @router.post("/v1/responses", responses={200: {"content": SSE_EVENTS}, **error_responses(400, 404, 500, 501)})
+    @router.post("/v1/responses", responses={200: {"model": ResponseBody, "content": SSE_EVENTS},
+                                             **error_responses(*ERROR_STATUSES)})
     async def responses(body: ResponsesRequest, request: Request) -> Response:
         check_model(body.model, model_name)
         generation = await prepare(engine, lambda: from_responses(body), prefix="resp")
@@ -62,7 +74,7 @@ def event_router(engine: Engine, model_name: str, pipeline: ModuleType | None = 
             generation.request_id, model_name, int(time.time()), input_tokens=len(generation.prompt_ids))
         return await respond(request, engine, generation, lab2, make, lab7.build_response, "responses")
 
-    @router.post("/v1/messages", responses={200: {"content": SSE_EVENTS}, **error_responses(400, 404, 500, 501)})
+    @router.post("/v1/messages", responses={200: {"model": MessageBody, "content": SSE_EVENTS}, **ANTHROPIC_ERRORS})
     async def messages(body: MessagesRequest, request: Request) -> Response:
         check_model(body.model, model_name)
         generation = await prepare(engine, lambda: from_messages(body), prefix="msg")
@@ -114,48 +126,53 @@ def failure_message(event: dict[str, Any]) -> str:
 
 
 async def run_events(engine: Engine, generation: Generation, output: Any,
-                     formatter: Any) -> AsyncIterator[dict[str, Any]]:
-    """Engine token ids -> lab-02's pipeline -> lab-07's events. The request is aborted however this ends early.
+                     formatter: Any) -> AsyncIterator[list[dict[str, Any]]]:
+    """Engine token ids -> lab-02's pipeline -> lab-07's events, a list per engine step (written together).
 
     A malformed call (the pipeline raises ``ValueError``) ends the stream the API's way:
     ``formatter.fail`` (``response.failed`` / an ``error`` event); what was sent stays sent.
+    The request is aborted however this ends early (a stop string, a disconnect, an error).
     """
     req, request_id = generation.request, generation.request_id
     completion_tokens, engine_reason = 0, "stop"
+    one_call = not req.parallel_tool_calls
     try:
-        for event in formatter.start():
-            yield event
+        yield formatter.start()
         try:
             async for step in engine.generate(request_id, generation.prompt_ids, req.user_message, generation.params):
                 completion_tokens += len(step.token_ids)
                 out = output.push(step.token_ids[0] if len(step.token_ids) == 1 else list(step.token_ids))
-                for event in formatter.events(out):
-                    yield event
+                events = formatter.events(first_call_only(out) if one_call else out)
+                if events:
+                    yield events
                 if output.stopped:  # a stop string: the reply is over
                     break
                 engine_reason = step.finish_reason or engine_reason
             last = finish(output, engine_reason)
         except ValueError as error:
-            for event in formatter.fail(f"{type(error).__name__}: {error}"):
-                yield event
+            yield formatter.fail(f"{type(error).__name__}: {error}")
             return
-        for event in formatter.events(last):
-            yield event
-        for event in formatter.finish(last.finish_reason, completion_tokens, last.stop_reason):
-            yield event
+        yield [*formatter.events(first_call_only(last) if one_call else last),
+               *formatter.finish(last.finish_reason, completion_tokens, last.stop_reason)]
     finally:
         engine.abort(request_id)  # no-op when it finished; frees the blocks after a stop string or a disconnect
+
+
+def first_call_only(out: Any) -> Any:
+    """``parallel_tool_calls: false`` / ``disable_parallel_tool_use``: the calls after the first are not sent."""
+    out.tool_call_deltas = [delta for delta in out.tool_call_deltas if delta.index == 0]
+    return out  # (the formatters read the deltas only)
 
 
 def sse_event(event: dict[str, Any]) -> str:
     return f"event: {event.get('type', 'message')}\ndata: {dumps(event)}\n\n"
 
 
-async def sse_events(events: AsyncIterator[dict[str, Any]], formatter: Any, api: str) -> AsyncIterator[str]:
-    """The events on the wire. A stub or a bug mid-stream is reported in-band, as each API reports errors."""
+async def sse_events(steps: AsyncIterator[list[dict[str, Any]]], formatter: Any, api: str) -> AsyncIterator[str]:
+    """The events on the wire, a step's together. A stub or a bug mid-stream is reported in-band, each API's way."""
     try:
-        async for event in events:
-            yield sse_event(event)
+        async for events in steps:
+            yield "".join([sse_event(event) for event in events])
     except NotImplementedError as error:
         yield sse_event(error_event(not_implemented(error), formatter, api))
     except Exception as error:

@@ -321,3 +321,14 @@ def test_an_agents_sdk_tool_loop_finishes(server: BackgroundServer, kind: str) -
     result = asyncio.run(agents.Runner.run(agent, "What is the weather like?"))
     assert calls == [WEATHER_CALL["arguments"]], f"the tool runs once, with the scripted arguments: {calls}"
     assert result.final_output == TOOL_RESULT_REPLY.format("Sunny, 21 degrees in 東京"), result.final_output
+
+
+def test_one_call_only_when_parallel_calls_are_off(server: BackgroundServer) -> None:
+    reply = openai_client(server).responses.create(model=MODEL_NAME, input="two tools", tools=TOOLS,
+                                                   parallel_tool_calls=False)
+    calls = [item for item in reply.output if item.type == "function_call"]
+    assert len(calls) == 1 and json.loads(calls[0].arguments)["city"] == "Paris", reply.output
+    message = anthropic_client(server).messages.create(
+        model=MODEL_NAME, max_tokens=1024, tools=ANTHROPIC_TOOLS, messages=[{"role": "user", "content": "two tools"}],
+        tool_choice={"type": "auto", "disable_parallel_tool_use": True})
+    assert [block.type for block in message.content].count("tool_use") == 1, message.content
