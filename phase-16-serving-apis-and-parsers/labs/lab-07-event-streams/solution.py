@@ -198,11 +198,12 @@ class ResponsesEventFormatter(EventFormatter):
             events = [self._emit("response.function_call_arguments.done", **ids, arguments=whole)]
             done = {**item, "arguments": whole, "status": status}
         else:
+            if kind == "reasoning":
+                text_done = self._emit("response.reasoning_text.done", **ids, content_index=0, text=whole)
+            else:
+                text_done = self._emit("response.output_text.done", **ids, content_index=0, text=whole, logprobs=[])
             part = self._part(kind, whole)
-            text_done = ({"type": "response.reasoning_text.done"} if kind == "reasoning"
-                         else {"type": "response.output_text.done", "logprobs": []})
-            events = [self._emit(text_done.pop("type"), **ids, content_index=0, text=whole, **text_done),
-                      self._emit("response.content_part.done", **ids, content_index=0, part=part)]
+            events = [text_done, self._emit("response.content_part.done", **ids, content_index=0, part=part)]
             done = {**item, "content": [part], "status": status}
         events.append(self._emit("response.output_item.done", output_index=index, item=done))
         self.output.append(done)
