@@ -369,6 +369,31 @@ def test_call_items_follow_the_grammar_for_any_reply(reply: WrittenReply, though
         f"{said.calls} != {[(c.name, c.arguments) for c in run.calls]}")
 
 
+def crowded_steps() -> list[Any]:
+    """Steps a large step size can make: one ends a call, carries the text after it, and starts the next call."""
+    pipeline_lab, calls_lab = load_lab("lab-02", "solution"), load_lab("lab-01", "solution")
+    step, delta = pipeline_lab.StepOutput, calls_lab.ToolCallDelta
+    return [step(text="Checking. "),
+            step(tool_call_deltas=[delta(0, "get_weather", '{"city": "Pa')]),
+            step(text=" Then: ", tool_call_deltas=[delta(0, None, 'ris"}'), delta(1, "book_table", '{"people"')]),
+            step(tool_call_deltas=[delta(1, None, ": 2}")], finish_reason="tool_calls")]
+
+
+@pytest.mark.task(2)
+def test_a_step_that_ends_a_call_and_starts_another_keeps_the_order() -> None:
+    """The given ``events`` hands you the open call's last fragment, then the text, then the new call."""
+    steps = crowded_steps()
+    run = ReplyRun(steps, 4, text="Checking.  Then: ", finish_reason="tool_calls")
+    events, step_of = item_events(responses_formatter(), run)
+    no_violations(check_responses(events, lifecycle=False), 2, events, step_of, "the crowded steps")
+    kinds = [e["item"]["type"] for e in events if e["type"] == "response.output_item.added"]
+    assert kinds == ["message", "function_call", "message", "function_call"], (
+        f"text, call, text, call: the order the model wrote them; got {kinds}")
+    said = responses_channels(events)
+    assert said.calls == [("get_weather", '{"city": "Paris"}'), ("book_table", '{"people": 2}')], (
+        f"no fragment is lost or moved to the wrong call: {said.calls}")
+
+
 @pytest.mark.task(2)
 def test_arguments_done_equals_the_joined_deltas() -> None:
     for name, k in (("weather", 1), ("write-file", 7), ("two-tools", 2)):
@@ -679,6 +704,20 @@ def naive_item_events(run: ReplyRun) -> list[dict[str, Any]]:
         events.append({"type": "response.output_text.delta", "sequence_number": len(events), "item_id": "msg_0",
                        "output_index": 0, "content_index": count, "delta": step.text, "logprobs": []})
     return events
+
+
+@pytest.mark.control
+def test_text_before_the_open_calls_fragment_loses_it() -> None:
+    """The bug is real: handling a step's pieces as reasoning, text, calls (the order of a chat chunk) closes the
+    open call before its last fragment, which then has no item to go to (vLLM's Anthropic converter drops it)."""
+    formatter = reference.ResponsesEventFormatter("resp_naive", "mini-vllm", 0)
+    events: list[dict[str, Any]] = []
+    with pytest.raises(ValueError, match="before its name"):
+        for step in crowded_steps():
+            if step.text:
+                events += formatter.text_delta(step.text)
+            for delta in step.tool_call_deltas:
+                events += formatter.call_delta(delta)
 
 
 @pytest.mark.control
