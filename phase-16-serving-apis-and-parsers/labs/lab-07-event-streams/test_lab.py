@@ -231,12 +231,33 @@ def test_each_step_goes_out_in_its_own_events() -> None:
 
 
 @pytest.mark.task(1)
+def test_close_with_nothing_open_sends_nothing() -> None:
+    formatter = responses_formatter()
+    assert formatter.close() == [], "close() before any item: nothing is open, nothing to send"
+    formatter.events(run_of("plain").steps[0])
+    closing = formatter.close()
+    assert closing and closing[-1]["type"] == "response.output_item.done", f"close() closes the message: {closing}"
+    again = formatter.close()
+    assert again == [], f"a second close() has nothing left to close, but sent {[e.get('type') for e in again]}"
+
+
+@pytest.mark.task(1)
 def test_an_item_cut_short_is_closed_incomplete() -> None:
     run = run_of("cut-thought")
     events, _ = item_events(responses_formatter(), run)
     done = [e["item"] for e in events if e["type"] == "response.output_item.done"]
     assert done and done[-1]["status"] == "incomplete", (
         f"close('incomplete') closes the item with status 'incomplete' (max_tokens cut it); got {done[-1:]!r}")
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize("name, statuses", [("think", ["completed", "completed"]),
+                                            ("cut-long", ["incomplete"]), ("cut-thought", ["incomplete"])])
+def test_items_close_with_the_way_the_reply_ended(name: str, statuses: list[str]) -> None:
+    """``finish`` (given) closes the last item 'incomplete' when max_tokens cut the reply: your ``close`` obeys."""
+    events, _ = whole_stream(responses_formatter(), run_of(name, "bpe", 2))
+    got = [e["item"]["status"] for e in events if e.get("type") == "response.output_item.done"]
+    assert got == statuses, f"reply {name!r}: the items close as {statuses}; got {got}"
 
 
 @pytest.mark.task(1)
@@ -370,25 +391,25 @@ def test_call_items_follow_the_grammar_for_any_reply(reply: WrittenReply, though
 
 
 def crowded_steps() -> list[Any]:
-    """Steps a large step size can make: one ends a call, carries the text after it, and starts the next call."""
+    """Steps a large step size can make: text then a call's start; the call's end, text and the next call's start;
+    the second call's end, then text."""
     pipeline_lab, calls_lab = load_lab("lab-02", "solution"), load_lab("lab-01", "solution")
     step, delta = pipeline_lab.StepOutput, calls_lab.ToolCallDelta
-    return [step(text="Checking. "),
-            step(tool_call_deltas=[delta(0, "get_weather", '{"city": "Pa')]),
+    return [step(text="Checking. ", tool_call_deltas=[delta(0, "get_weather", '{"city": "Pa')]),
             step(text=" Then: ", tool_call_deltas=[delta(0, None, 'ris"}'), delta(1, "book_table", '{"people"')]),
-            step(tool_call_deltas=[delta(1, None, ": 2}")], finish_reason="tool_calls")]
+            step(text=" Done.", tool_call_deltas=[delta(1, None, ": 2}")], finish_reason="tool_calls")]
 
 
 @pytest.mark.task(2)
 def test_a_step_that_ends_a_call_and_starts_another_keeps_the_order() -> None:
     """The given ``events`` hands you the open call's last fragment, then the text, then the new call."""
     steps = crowded_steps()
-    run = ReplyRun(steps, 4, text="Checking.  Then: ", finish_reason="tool_calls")
+    run = ReplyRun(steps, 3, text="Checking.  Then:  Done.", finish_reason="tool_calls")
     events, step_of = item_events(responses_formatter(), run)
     no_violations(check_responses(events, lifecycle=False), 2, events, step_of, "the crowded steps")
     kinds = [e["item"]["type"] for e in events if e["type"] == "response.output_item.added"]
-    assert kinds == ["message", "function_call", "message", "function_call"], (
-        f"text, call, text, call: the order the model wrote them; got {kinds}")
+    assert kinds == ["message", "function_call", "message", "function_call", "message"], (
+        f"text, call, text, call, text: the order the model wrote them; got {kinds}")
     said = responses_channels(events)
     assert said.calls == [("get_weather", '{"city": "Paris"}'), ("book_table", '{"people": 2}')], (
         f"no fragment is lost or moved to the wrong call: {said.calls}")
