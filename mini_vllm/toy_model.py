@@ -5,7 +5,9 @@ curl) can ask for exactly the case it wants to see: multilingual text, emoji, a 
 string, one or two tool calls, a call with a long argument (a file written through a tool),
 a malformed call, a long reply to interrupt, or a reasoning model's `<think>` replies.
 Like a real model, it reads the end of its prompt: when the chat template already opened
-the thought (``<think>\n``), it does not write `<think>` again.
+the thought (``<think>\n``), it does not write `<think>` again, and when the last turn is a
+tool's result (a ChatML ``tool`` turn), it answers by quoting that result, so an agent loop
+that called a tool can finish.
 """
 
 from __future__ import annotations
