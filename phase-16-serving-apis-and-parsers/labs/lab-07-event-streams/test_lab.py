@@ -4,9 +4,9 @@ Run against your code:  make lab-07
 Your formatters get the StepOutputs of lab-02's reference pipeline (labs 01-06 pinned to
 their reference solutions), so only lab-07's code is graded here. Every expectation comes
 from outside your code: the event grammar is checked by the acceptors in
-``mini_vllm/testing/events.py``; what each channel must say comes from lab-02's chat
-output for the same reply; every event is checked against the official SDKs' types, and
-the SDKs' own accumulators rebuild your streams.
+``mini_vllm/testing/responses_grammar.py`` and ``messages_grammar.py``; what each channel
+must say comes from lab-02's chat output for the same reply; every event is checked
+against the official SDKs' types, and the SDKs' own accumulators rebuild your streams.
 """
 
 from __future__ import annotations
