@@ -426,6 +426,19 @@ def test_arguments_done_equals_the_joined_deltas() -> None:
             f"function_call_arguments.done carries the model's arguments text exactly; got {done}")
 
 
+def nameless_delta() -> Any:
+    return load_lab("lab-01", "solution").ToolCallDelta(0, None, '{"city": "Paris"}')
+
+
+@pytest.mark.task(2)
+def test_arguments_before_a_name_are_refused() -> None:
+    """Bad input gets a clear exception: a fragment with no call open (its name never came) is a ValueError."""
+    formatter = responses_formatter()
+    formatter.text_delta("Hello.")
+    with pytest.raises(ValueError):
+        formatter.call_delta(nameless_delta())
+
+
 @pytest.mark.task(2)
 def test_call_events_are_exactly_the_sdk_types() -> None:
     for name in CALL_REPLIES:
@@ -448,6 +461,9 @@ def test_the_stream_opens_with_created_then_in_progress() -> None:
     for event in events:
         assert event["response"]["status"] == "in_progress" and event["response"]["output"] == [], (
             f"the response starts in progress with no output; got {event['response']!r}")
+        shown = {key: event["response"].get(key) for key in ("parallel_tool_calls", "tool_choice", "tools")}
+        assert shown == {"parallel_tool_calls": True, "tool_choice": "auto", "tools": []}, (
+            f"the response body comes from response_object (given): {shown}")
         assert sdk_problem("responses", event) is None, f"not an SDK type: {sdk_problem('responses', event)}"
 
 
@@ -471,9 +487,21 @@ def test_the_last_event_says_how_the_reply_ended(name: str, status: str) -> None
     last = events[-1]
     assert last.get("type") == status, f"reply {name!r} ends with {status}; got {last.get('type')}"
     usage = last["response"]["usage"]
-    assert (usage["input_tokens"], usage["output_tokens"]) == (7, run.output_tokens), (
-        f"usage counts the prompt (7) and the output ({run.output_tokens}) tokens; got {usage!r}")
+    n = run.output_tokens
+    expected = {"input_tokens": 7, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "output_tokens": n, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 7 + n}
+    assert usage == expected, (
+        f"usage counts the prompt (7) and the output ({n}) tokens, and their total (nothing cached, reasoning "
+        f"tokens not counted apart); got {usage!r}")
     assert sdk_problem("responses", last) is None, f"not an SDK type: {sdk_problem('responses', last)}"
+
+
+@pytest.mark.task(3)
+def test_input_tokens_default_to_zero() -> None:
+    formatter = lab.ResponsesEventFormatter("resp_test", "mini-vllm", 0)
+    formatter.start()
+    last = formatter.finish("stop", 3)[-1]
+    assert last["response"]["usage"]["input_tokens"] == 0, f"no input_tokens given: 0; got {last['response']}"
 
 
 @pytest.mark.task(3)
@@ -516,6 +544,18 @@ def test_thinking_blocks_only_when_thinking_is_enabled() -> None:
             f"with thinking {'enabled' if send else 'off'} the blocks are {want[0]} (the thought "
             f"{'sent' if send else 'parsed out, not sent'}); got {types} with thought {said.reasoning[:30]!r}")
         assert said.text == run.text, f"the answer is the same either way: {said.text!r} != {run.text!r}"
+
+
+@pytest.mark.task(4)
+def test_blocks_close_once_and_refuse_arguments_before_a_name() -> None:
+    formatter = lab.MessagesEventFormatter("msg_test", "mini-vllm")  # thinking off by default
+    assert formatter.reasoning_delta("a thought") == [], "send_thinking defaults to False: the thought is not sent"
+    formatter.text_delta("Hello.")
+    assert formatter.close() == [{"type": "content_block_stop", "index": 0}], "close() closes the text block"
+    assert formatter.close() == [], "a second close() has nothing left to close"
+    formatter.text_delta("More.")
+    with pytest.raises(ValueError):
+        formatter.call_delta(nameless_delta())
 
 
 @pytest.mark.task(4)
@@ -625,8 +665,11 @@ def test_message_start_carries_the_empty_message() -> None:
     events = messages_formatter().start()
     assert len(events) == 1 and events[0].get("type") == "message_start", f"start() is one message_start: {events}"
     message = events[0]["message"]
-    assert (message["content"], message["role"], message["stop_reason"], message["usage"]["input_tokens"]) == (
-        [], "assistant", None, 7), f"the message starts empty, from the assistant, with its input tokens: {message}"
+    assert (message["content"], message["role"], message["stop_reason"], message["usage"]) == (
+        [], "assistant", None, {"input_tokens": 7, "output_tokens": 0}), (
+        f"the message starts empty, from the assistant, with its input tokens and no output yet: {message}")
+    default = lab.MessagesEventFormatter("msg_test", "mini-vllm").start()[0]["message"]["usage"]
+    assert default == {"input_tokens": 0, "output_tokens": 0}, f"input_tokens defaults to 0: {default}"
     assert sdk_problem("messages", events[0]) is None, f"not an SDK type: {sdk_problem('messages', events[0])}"
 
 
@@ -691,7 +734,9 @@ def test_build_response_is_what_the_stream_ended_with(name: str) -> None:
 @pytest.mark.parametrize("name", ["plain", "think", "stop", "weather", "two-tools", "think-call", "cut-long"])
 def test_build_message_equals_the_sdk_accumulator(name: str) -> None:
     events = reference_stream("messages", name, "spm", 3)
+    before = json.dumps(events)
     body = lab.build_message(events)
+    assert json.dumps(events) == before, "build_message must not change the events it reads"
     snapshot, buffers = None, {}  # type: ignore[var-annotated]
     for event in events:
         snapshot = accumulate_event(event=sdk_event("messages", event), current_snapshot=snapshot, json_bufs=buffers)
@@ -702,6 +747,7 @@ def test_build_message_equals_the_sdk_accumulator(name: str) -> None:
             f"build_message must agree with the anthropic SDK's accumulator on {key!r}:\n  yours {body.get(key)!r}\n"
             f"  SDK   {sdk.get(key)!r}")
     assert body["usage"]["output_tokens"] == sdk["usage"]["output_tokens"], "usage.output_tokens as message_delta says"
+    assert set(body) <= set(sdk), f"fields the SDK's message does not have: {sorted(set(body) - set(sdk))}"
 
 
 @pytest.mark.task(6)
@@ -709,6 +755,23 @@ def test_build_message_rejects_a_stream_that_failed() -> None:
     events = reference_stream("messages", "broken")
     with pytest.raises(ValueError):
         lab.build_message(events)
+
+
+@pytest.mark.task(6)
+def test_build_response_of_a_failed_stream_is_the_failed_response() -> None:
+    events = reference_stream("responses", "broken")
+    body = lab.build_response(events)
+    assert body["status"] == "failed" and body["error"]["message"], f"the failed response, with its error: {body}"
+
+
+@pytest.mark.task(6)
+def test_incomplete_streams_are_refused() -> None:
+    """No final lifecycle event, or blocks before message_start: a ValueError, never a half-made body."""
+    responses, messages = reference_stream("responses", "plain"), reference_stream("messages", "plain")
+    for bad, build in ((responses[:-1], lab.build_response), ([], lab.build_response), ([], lab.build_message),
+                       (messages[1:], lab.build_message)):
+        with pytest.raises(ValueError):
+            build(bad)
 
 
 # ------------------------------------------------------------------ control
