@@ -13,6 +13,7 @@ routes (``/v1/responses``, ``/v1/messages``) can reuse it with their own event f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -230,10 +231,8 @@ async def cancel_on_disconnect(request: Request, work: Awaitable[T]) -> T | None
     if task.done():
         return task.result()
     task.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await task
-    except asyncio.CancelledError:
-        pass
     return None
 
 
