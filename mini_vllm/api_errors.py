@@ -105,7 +105,7 @@ def param_path(location: Sequence[int | str]) -> str:
 def validation_error(errors: Sequence[Any]) -> ApiError:
     """The first problem pydantic found, as a 400 naming the field (FastAPI would say 422 ``{"detail": [...]}``)."""
     # Of a union's branches, the one that got furthest into the value says the most.
-    first: dict[str, Any] = dict(max(errors, key=lambda e: len(e.get("loc", ())))) if errors else {
+    first: dict[str, Any] = dict(max(errors, key=lambda e: len(dict(e).get("loc", ())))) if errors else {
         "loc": (), "msg": "invalid request", "type": "invalid"}
     context: dict[str, Any] = first.get("ctx") or {}
     location = [part for part in first.get("loc", ()) if part != "body"]
