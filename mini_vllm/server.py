@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,8 +25,16 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
 
-from mini_vllm.api_errors import MAX_BODY_BYTES, ApiError, dumps, error_response, install_error_handling
+from mini_vllm.api_errors import (
+    MAX_BODY_BYTES,
+    ApiError,
+    dumps,
+    error_response,
+    install_error_handling,
+    validation_error,
+)
 from mini_vllm.api_models import (
     SSE_DOC,
     ChatCompletionRequest,
@@ -102,13 +111,17 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
         return {"free_blocks": engine.pool.num_free_blocks, "total_blocks": engine.pool.num_blocks,
                 "running": sorted(engine.running), "aborted": engine.stats.aborted[-50:]}
 
-    @app.post("/v1/chat/completions", responses={200: {"model": ChatCompletionResponse, "content": SSE_DOC}, **ERRORS})
-    async def chat(body: ChatCompletionRequest, request: Request) -> Response:
+    @app.post("/v1/chat/completions", responses={200: {"model": ChatCompletionResponse, "content": SSE_DOC}, **ERRORS},
+              openapi_extra=request_body_doc(app, ChatCompletionRequest))
+    async def chat(request: Request) -> Response:
+        body = await read_body(request, ChatCompletionRequest)
         check_model(body.model, model_name)
         return await openai_response(request, await prepare(engine, lambda: from_chat(body)), "chat")
 
-    @app.post("/v1/completions", responses={200: {"model": CompletionResponse, "content": SSE_DOC}, **ERRORS})
-    async def completions(body: CompletionRequest, request: Request) -> Response:
+    @app.post("/v1/completions", responses={200: {"model": CompletionResponse, "content": SSE_DOC}, **ERRORS},
+              openapi_extra=request_body_doc(app, CompletionRequest))
+    async def completions(request: Request) -> Response:
+        body = await read_body(request, CompletionRequest)
         check_model(body.model, model_name)
         return await openai_response(request, await prepare(engine, lambda: from_completion(body)), "completion")
 
@@ -144,15 +157,23 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
 
 
 def openapi_without_422(app: FastAPI) -> dict[str, Any]:
-    """FastAPI documents a 422 ``{"detail": [...]}`` on every route with a body; this server answers
-    those with a 400 in OpenAI's shape (as OpenAI does), so the document says so and nothing else."""
+    """The OpenAPI document, with the request models of :func:`request_body_doc` as components.
+
+    FastAPI documents a 422 ``{"detail": [...]}`` on every route with parameters; this server
+    answers those with a 400 in OpenAI's shape (as OpenAI does), so the document drops it.
+    """
     if app.openapi_schema is None:
         document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        for model in getattr(app.state, "body_models", ()):
+            schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(schema.pop("$defs", {}))
+            schemas[model.__name__] = schema
         for operations in document.get("paths", {}).values():
             for operation in operations.values():
                 operation.get("responses", {}).pop("422", None)
         for unused in ("HTTPValidationError", "ValidationError"):
-            document.get("components", {}).get("schemas", {}).pop(unused, None)
+            schemas.pop(unused, None)
         app.openapi_schema = document
     return app.openapi_schema
 
@@ -168,6 +189,41 @@ class Generation:
     request_id: str
     prompt_ids: list[int]
     params: Any  # SamplingParams
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def request_body_doc(app: FastAPI, model: type[BaseModel]) -> dict[str, Any]:
+    """The ``openapi_extra`` of a route whose body :func:`read_body` reads: documents ``model`` as its body."""
+    app.state.body_models = [*getattr(app.state, "body_models", []), model]
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
+
+
+async def read_body(request: Request, model: type[M]) -> M:
+    """The request body as ``model``, parsed and validated in a worker thread, or an ApiError (400).
+
+    FastAPI would parse the JSON on the event loop, where a 10 MB body holds every other
+    stream for as long as it takes. Any content type is read as JSON, as OpenAI does.
+    """
+    raw = await request.body()
+    return await asyncio.to_thread(parse_body, raw, model)
+
+
+def parse_body(raw: bytes, model: type[M]) -> M:
+    try:
+        data = json.loads(raw)
+    except RecursionError as error:
+        raise ApiError(400, "the request body is JSON nested too deeply to read", code="invalid_json") from error
+    except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
+        raise ApiError(400, f"the request body is not valid JSON: {error}", code="invalid_json") from error
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise validation_error(error.errors()) from None
 
 
 async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix: str = "") -> Generation:

@@ -51,7 +51,7 @@ DEEP = b'{"model": "mini-vllm", "messages": ' + b"[" * 100_000 + b"]" * 100_000 
 BAD_INPUTS: list[tuple[str, str, str, bytes, int, str | None, str]] = [
     ("not-json", "POST", "/v1/chat/completions", b'{"model": "mini-vllm", "messages": [', 400, None, "not valid JSON"),
     ("not-an-object", "POST", "/v1/chat/completions", b"[1, 2]", 400, None, "JSON object"),
-    ("nested-100k-deep", "POST", "/v1/chat/completions", DEEP, 400, None, "could not be read"),
+    ("nested-100k-deep", "POST", "/v1/chat/completions", DEEP, 400, None, "nested too deeply"),
     ("lone-surrogate", "POST", "/v1/chat/completions", with_message("\\ud800").replace(b"\\\\", b"\\"), 400,
      "messages[0].content", "lone surrogate"),
     ("part-text-5", "POST", "/v1/chat/completions", with_message([{"type": "text", "text": 5}]), 400,
