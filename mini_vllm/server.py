@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any, TypeVar
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -377,16 +378,22 @@ class ChunkShaper:
         return shaped
 
 
-async def sse_stream(steps: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[str]:
-    """Each step's chunks as ``data:`` events, written together (one write per engine step)."""
+async def sse_stream(steps: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
+    """Each step's chunks as ``data:`` events, written together (one write per engine step).
+
+    orjson, not the standard library: serialising the chunk was the largest single cost of a
+    token on the wire (about 8 µs of the stdlib's against under 1 µs), and it hands back the
+    UTF-8 bytes the socket wants. Every string in a chunk is valid Unicode (decoded text, and
+    request strings checked by ``protocol.check_unicode``), which orjson insists on.
+    """
     try:
         async for chunks in steps:
-            yield "".join([f"data: {dumps(chunk)}\n\n" for chunk in chunks])
+            yield b"".join([b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks])
     except NotImplementedError as error:  # a stub reached mid-stream: report it in-band, as OpenAI does
-        yield sse(not_implemented(error).body())
+        yield sse(not_implemented(error).body()).encode()
     except Exception as error:
-        yield sse(pipeline_failed(error).body())
-    yield "data: [DONE]\n\n"
+        yield sse(pipeline_failed(error).body()).encode()
+    yield b"data: [DONE]\n\n"
 
 
 def merge_chunks(chunks: list[dict[str, Any]], kind: str, reasoning_field: str = "reasoning") -> dict[str, Any]:
