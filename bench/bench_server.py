@@ -21,10 +21,10 @@ import time
 from typing import Any
 
 import httpx
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
-from mini_vllm.api_errors import dumps
 from mini_vllm.serving import MODEL_NAME
 
 PROMPT = "long"  # the toy model's longest reply: thousands of tokens, text, CJK and emoji
@@ -45,8 +45,9 @@ def request_body(stream_options: bool = True) -> dict[str, Any]:
 def bare_app(events: list[str], serialise: bool) -> Any:
     """FastAPI with one route that sends ``events``: the ``data:`` payloads the real server sent.
 
-    ``serialise``: hold each chunk as a dict and turn it into JSON per event, as an endpoint that
-    has its chunks ready would; otherwise replay the exact bytes (nothing left but sending).
+    ``serialise``: hold each chunk as a dict and turn it into JSON per event (with orjson, as the
+    server does), as an endpoint that has its chunks ready would; otherwise replay the exact
+    bytes (nothing left but sending).
     """
     app = FastAPI()
     held: list[Any] = [json.loads(event) if serialise and event != "[DONE]" else event for event in events]
@@ -58,7 +59,8 @@ def bare_app(events: list[str], serialise: bool) -> Any:
         async def send() -> Any:
             for event in held:
                 await asyncio.sleep(0)  # a turn for the others between events, as the engine's step gives
-                yield f"data: {dumps(event)}\n\n" if isinstance(event, dict) else f"data: {event}\n\n"
+                # the server's own serialiser, so the ratio is not a contest of JSON libraries
+                yield b"data: " + (orjson.dumps(event) if isinstance(event, dict) else event.encode()) + b"\n\n"
 
         return StreamingResponse(send(), media_type="text/event-stream")
 
