@@ -59,6 +59,10 @@ pytestmark = pytest.mark.composes("01", "03", "04", "05", "06")
 TOKENIZERS = ["byte", "bpe", "spm"]  # one of each family: mini_vllm.load_tokenizer names
 TEXT_PROMPTS = ["hello", "japanese", "chinese", "emoji"]
 LONG = 2_048  # max_tokens for the long call: about 1,000 tokens with the byte tokenizer
+# The tools a client offers. The server parses calls only when the request offers tools (and
+# tool_choice is not "none"), as vLLM does, so every chat request here offers the toy model's.
+TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+         for name in dict.fromkeys(call["name"] for call in (WEATHER_CALL, PARIS_CALL, OSAKA_CALL, WRITE_FILE_CALL))]
 
 # A bug in one task costs points in that task only, so each test runs the server with YOUR code
 # for its own task and the reference for the parts it does not grade:
@@ -166,7 +170,7 @@ def ask(server: BackgroundServer, prompt: str, **options: Any) -> Any:
     if key not in _replies:
         with stubs_raise():
             reply = client(server).chat.completions.create(
-                model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], **options)
+                model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], **{"tools": TOOLS, **options})
             _replies[key] = list(reply) if options.get("stream") else reply
     return _replies[key]
 
@@ -235,7 +239,8 @@ def wire(server: BackgroundServer) -> httpx.Client:
 
 def raw_sse(server: BackgroundServer, body: dict[str, Any], path: str = "/chat/completions") -> list[str]:
     """The exact lines on the wire, for the tests about framing."""
-    with wire(server).stream("POST", server.base_url + path, json={"model": MODEL_NAME, **body}) as response:
+    offer = {"tools": TOOLS} if path == "/chat/completions" else {}
+    with wire(server).stream("POST", server.base_url + path, json={"model": MODEL_NAME, **offer, **body}) as response:
         if response.status_code == 501:
             raise NotImplementedError(stub_message(response.read().decode()))
         assert response.status_code == 200, f"the server answered {response.status_code}: {response.read()!r}"
@@ -398,7 +403,7 @@ def test_a_malformed_call_is_reported_not_dropped(server: BackgroundServer) -> N
     seen: list[Any] = []
     with pytest.raises(openai.APIError) as raised, stubs_raise():
         for chunk in client(server).chat.completions.create(
-                model=MODEL_NAME, messages=[{"role": "user", "content": "broken tool"}], stream=True):
+                model=MODEL_NAME, messages=[{"role": "user", "content": "broken tool"}], stream=True, tools=TOOLS):
             seen.append(chunk)
     assert "malformed tool call" in str(raised.value), f"the error must say what went wrong: {raised.value}"
     text, calls, _ = reassemble(seen)
@@ -654,7 +659,7 @@ def test_the_sdk_accumulator_rebuilds_each_call(format_server: BackgroundServer,
                                                 expected: list[dict[str, Any]]) -> None:
     """The official client's own accumulator (client.chat.completions.stream) must see each call once."""
     with stubs_raise(), client(format_server).chat.completions.stream(
-            model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], max_tokens=LONG) as stream:
+            model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], max_tokens=LONG, tools=TOOLS) as stream:
         for _ in stream:
             pass
         final = stream.get_final_completion()
