@@ -123,3 +123,38 @@ def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Pat
     elsewhere = [t["name"] for t in run.tests if task_of(t) not in declared.may_cost and t["score"] < t["max_score"]]
     assert not elsewhere, (f"{variant.stem} is a bug in task(s) {list(declared.may_cost)} only, but lost points in: "
                            f"{elsewhere}")
+
+
+# ------------------------------------------------- the scorecard counts only what ran
+
+
+LAB_03 = next(d for d in LAB_DIRS if d.name.startswith("lab-03"))
+
+
+def test_deselected_tests_earn_no_points() -> None:
+    """`make lab-03 ARGS="-k flush"` on a blank starter: the three flush tests fail, the rest never ran."""
+    run = run_lab_tests(LAB_03, {"LAB_IMPL": "starter"}, args=["-k", "flush"])
+    selected = len(run.tests)
+    assert selected and all("flush" in t["name"] for t in run.tests), (
+        f"results.json must list the selected tests only: {[t['name'] for t in run.tests]}")
+    assert (run.results["score"], run.results["max_score"]) == (0, sum(t["max_score"] for t in run.tests)), (
+        f"a blank starter earns nothing, and the maximum is what ran, not the whole lab: {run.results}")
+    partial = re.search(rf"Partial run: {selected} of (\d+) graded tests selected", run.output)
+    assert partial and int(partial.group(1)) > selected, f"the scorecard must say how much was selected:\n{run.output}"
+    assert partial.group(0) in run.results["output"], "results.json says it too"
+
+
+def test_a_run_that_selects_nothing_claims_nothing() -> None:
+    run = run_lab_tests(LAB_03, {"LAB_IMPL": "solution"}, args=["-k", "no_test_is_called_this"])
+    assert run.returncode == 5, f"pytest reports 'no tests ran' (exit 5), got {run.returncode}"
+    assert (run.results["score"], run.results["max_score"], run.tests) == (0, 0, []), (
+        f"zero tests selected is zero points of zero, not full marks: {run.results}")
+    assert "No graded test was selected" in run.output, run.output[-600:]
+
+
+def test_tests_that_never_ran_earn_no_points() -> None:
+    """`-x` stops at the first failure: the tests after it were selected but never ran."""
+    run = run_lab_tests(LAB_03, {"LAB_IMPL": "starter"}, args=["-x"])
+    assert len(run.tests) == 1 and run.results["max_score"] == run.tests[0]["max_score"], (
+        f"only the one test that ran is a result: {run.results}")
+    assert re.search(r"graded tests selected, 1 ran", run.output), run.output[-600:]
