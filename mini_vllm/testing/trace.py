@@ -80,13 +80,13 @@ def format_trace(steps: list[Step], rule: str = "the stream differs from the exp
     widths = [max(display_width(row[k]) for row in [heading, *rows]) for k in range(len(heading))]
     widths[0] = max(widths[0], 4)
 
-    def line(cells: list[str]) -> str:
-        return "  ".join(pad(c, w) if k < len(cells) - 1 else c for k, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    def line(cells: list[str]) -> str:  # the last cell unpadded: no trailing blanks
+        return "  ".join([*(pad(c, w) for c, w in zip(cells[:-1], widths, strict=False)), cells[-1]])
 
     lines = [rule, line(heading)]
     if shown.start > 0:
         lines.append(f"… {shown.start} earlier rows omitted")
-    for i, row in zip(shown, rows):
+    for i, row in zip(shown, rows, strict=True):
         lines.append(line(row) + (f"  {FIRST_DIFFERENCE}" if i == first_bad else ""))
     if shown.stop < len(steps):
         lines.append(f"… {len(steps) - shown.stop} later rows omitted")
