@@ -128,8 +128,16 @@ def test_truncate_can_include_the_stop() -> None:
     assert got == ("Hello STOP", "STOP"), f"with include_stop_str_in_output the stop itself stays in: got {got!r}"
 
 
+@pytest.mark.task(1)
+def test_no_stop_given_means_no_stops() -> None:
+    got = lab.truncate_at_stop("anything at all", None)
+    assert got == ("anything at all", None), f"stop=None means no stop strings (as in the API): got {got!r}"
+
+
 BAD_STOPS = {"empty": ([""], ValueError), "one-empty": (["ok", ""], ValueError), "int": ([3], TypeError),
-             "none-in-list": ([None], TypeError), "not-a-list": (42, TypeError)}
+             "none-in-list": ([None], TypeError), "not-a-list": (42, TypeError),
+             "a-set": ({"STOP"}, TypeError),  # no order, no list: say so rather than guess
+             "an-iterator": (iter(["STOP"]), TypeError)}
 
 
 @pytest.mark.task(1)
@@ -216,6 +224,33 @@ def test_input_after_a_stop_is_ignored() -> None:
     later = checker.feed("more text")
     assert (first, later) == ("done ", ""), f"after a stop, feed shows nothing more: got {first!r} then {later!r}"
     assert checker.stop_reason == "END", f"stop_reason should stay 'END', got {checker.stop_reason!r}"
+
+
+@pytest.mark.task(2)
+def test_a_stop_ends_the_reply_and_nothing_stays_held() -> None:
+    checker = lab.StopStringChecker(["END"])
+    shown = [checker.feed("done EN"), checker.feed("D and more")]
+    assert shown == ["done ", ""], f"'EN' waits, then completes 'END': nothing more is shown; got {shown}"
+    assert checker.held_text == "", (
+        f"after a stop nothing is held: the held {quote(checker.held_text)} was part of the stop, and the reply is "
+        "over (a flush would otherwise release it)")
+
+
+@pytest.mark.task(2)
+def test_bad_input_after_a_stop_still_raises() -> None:
+    checker = lab.StopStringChecker(["END"])
+    checker.feed("done END")
+    must_raise(lambda: checker.feed(None), TypeError, "feed(None) after a stop")  # type: ignore[arg-type]
+    assert checker.feed("more") == "", "after a stop, and after a rejected chunk, feed still shows nothing"
+
+
+@pytest.mark.task(2)
+def test_no_stop_given_streams_everything_at_once() -> None:
+    checker = lab.StopStringChecker(None)
+    shown = [checker.feed(chunk) for chunk in ["S", "TOP ", "anything"]]
+    assert (shown, checker.held_text, checker.stopped) == (["S", "TOP ", "anything"], "", False), (
+        f"stop=None means no stop strings: nothing waits and nothing stops; showed {shown}, "
+        f"held {quote(checker.held_text)}, stopped={checker.stopped}")
 
 
 @pytest.mark.task(2)
