@@ -5,20 +5,28 @@
 - against the blank starter, every graded test fails with that lab's NotImplementedError
   (no collection errors, no hangs), and the control tests still pass;
 - every named wrong variant is caught by the tests it names, and loses points only in the
-  tasks it declares (a bug in task N costs points in task N only).
+  tasks it declares (a bug in task N costs points in task N only);
+- the scorecard counts only the tests that ran (``-k``, ``-x``);
+- a stream table's expected column never shows the student's own output (graded against a
+  canary that marks everything it returns), and every failure opens with the rule that broke.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mini_vllm.labs import LABS_DIR, lab_number, load_lab
+from mini_vllm.testing.canary import CANARY, write_canary
 from mini_vllm.testing.contract import LabRun, public_api, run_lab_tests, run_variants, task_of
+from mini_vllm.testing.grading import failure_hint
+from mini_vllm.testing.trace import TRACE_LOG_ENV
 from mini_vllm.testing.variants import Variant
 
 pytestmark = pytest.mark.contract
@@ -158,3 +166,54 @@ def test_tests_that_never_ran_earn_no_points() -> None:
     assert len(run.tests) == 1 and run.results["max_score"] == run.tests[0]["max_score"], (
         f"only the one test that ran is a result: {run.results}")
     assert re.search(r"graded tests selected, 1 ran", run.output), run.output[-600:]
+
+
+# ------------------------------------ the expected column comes from an oracle, always
+
+
+# What a failure's first line (the one the scorecard shows) must not be: parameters alone or followed
+# by a dump of values, a bare step or seed number, a table's heading, or pytest's words for ours.
+NOT_A_RULE = re.compile(r"^(?:\w+=\S+(?:, \w+=\S+)*$|\w+=[^:]*: [\[('\"]|(?:step|seed)\b|\(|DID NOT RAISE"
+                        r"|assert\b|\w*Error$|Failed: DID NOT)")
+
+
+@functools.cache
+def canary_run(lab_name: str) -> tuple[LabRun, list[dict[str, Any]]]:
+    """Grade the lab's canary (its reference, marking every string it returns) and log every trace table."""
+    lab_dir = next(d for d in LAB_DIRS if d.name == lab_name)
+    with tempfile.TemporaryDirectory() as scratch:
+        canary, log = write_canary(lab_name, Path(scratch)), Path(scratch) / "traces.jsonl"
+        run = run_lab_tests(lab_dir, {f"LAB_IMPL_{lab_number(lab_name)}": str(canary), TRACE_LOG_ENV: str(log),
+                                      "HYPOTHESIS_PROFILE": "contract"})
+        tables = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
+    return run, tables
+
+
+def canary_param(lab_dir: Path) -> object:
+    # Both checks below read one cached canary run per lab: keep a lab's two on one xdist worker.
+    return pytest.param(lab_dir, id=lab_dir.name, marks=[pytest.mark.xdist_group(f"canary-{lab_dir.name}")])
+
+
+@pytest.mark.parametrize("lab_dir", [canary_param(d) for d in LAB_DIRS])
+def test_expected_column_always_comes_from_an_oracle(lab_dir: Path) -> None:
+    """Grade an implementation whose every output carries a marker: no table may show it as "expected"."""
+    run, tables = canary_run(lab_dir.name)
+    assert [t for t in run.tests if t["score"] < t["max_score"]], (
+        f"the canary (it marks everything it returns) must fail the lab's tests:\n{run.output[-1500:]}")
+    assert tables, f"{lab_dir.name}: no stream table was printed, so this check proves nothing"
+    leaked = sorted({f"{t['rule'].splitlines()[0]}  (its {t['columns'][1]!r} column)" for t in tables
+                     if any(CANARY in (e or "") for e in t["expected"])})
+    assert not leaked, (f"{lab_dir.name}: these tables show the code under test's own output where the oracle's "
+                        "answer belongs; it must come from an oracle the student did not write:\n" + "\n".join(leaked))
+    marked = [t for t in tables if any(CANARY in e for e in t["emitted"])]
+    assert marked, f"{lab_dir.name}: the marker never reached a table's output column, so this check proves nothing"
+
+
+@pytest.mark.parametrize("lab_dir", [canary_param(d) for d in LAB_DIRS])
+def test_every_failure_opens_with_the_rule(lab_dir: Path) -> None:
+    """The first line of each failure (what the scorecard shows) is a rule, not a parameter line or a table."""
+    run, _ = canary_run(lab_dir.name)
+    own = f"lab-{lab_number(lab_dir.name)}"
+    openings = {t["name"].split(" › ")[-1]: failure_hint(t["output"], own, task_of(t))[0] for t in run.tests}
+    bad = sorted(f"{name}: {line[:100]}" for name, line in openings.items() if NOT_A_RULE.match(line))
+    assert not bad, f"{lab_dir.name}: failures that do not open with the rule that broke:\n" + "\n".join(bad)

@@ -124,6 +124,20 @@ def hexed(data: bytes) -> str:
     return data.hex(" ") or "nothing"
 
 
+def hold_problem(seen: bytes, held: bytes, must: bytes) -> str:
+    """Which way the held bytes are wrong, in the lesson's terms: too many, too few, or the wrong ones."""
+    if not must:
+        return (f"after bytes {hexed(seen)} nothing can still become a character, yet you hold {hexed(held)}: "
+                "show it now (as U+FFFD where it is broken)")
+    if len(held) < len(must):
+        return (f"after bytes {hexed(seen)}, {hexed(must)} can still become a character: hold all of it until it "
+                f"is decided; you hold only {hexed(held)}, so half a character went out")
+    if len(held) > len(must):
+        return (f"after bytes {hexed(seen)} only {hexed(must)} can still become a character, yet you hold "
+                f"{hexed(held)}: show the rest now")
+    return f"after bytes {hexed(seen)} hold exactly {hexed(must)}, the unfinished character, not {hexed(held)}"
+
+
 # ------------------------------------------------------------- task 1: the length table
 
 # RFC 3629, section 4: which bytes can begin a character, and how long it is.
@@ -228,9 +242,8 @@ def test_second_byte_ranges_at_their_edges(data: bytes) -> None:
         detok.feed(byte)
         must_hold = unfinished_tail(data[:step])
         assert detok.held_bytes == must_hold, (
-            f"after bytes {hexed(data[:step])} you hold {hexed(detok.held_bytes)}, but exactly {hexed(must_hold)} "
-            "can still become a character: after E0 the next byte must be A0..BF, after ED 80..9F, after F0 90..BF, "
-            "after F4 80..8F (RFC 3629); anything else is final at once\n"
+            hold_problem(data[:step], detok.held_bytes, must_hold) + " (RFC 3629: after E0 the next byte must be "
+            "A0..BF, after ED 80..9F, after F0 90..BF, after F4 80..8F; any other second byte is final at once)\n"
             + format_trace(trace_against_oracle(BYTES, list(data)), "the stream, byte by byte", focus=step - 1))
     assert_matches_oracle(BYTES, list(data), f"bytes {data.hex(' ')} stream as bytes.decode('utf-8', 'replace') "
                           f"gives them ({quote(data.decode('utf-8', 'replace'))}), each piece as soon as it is certain")
@@ -325,9 +338,8 @@ def test_held_bytes_are_exactly_the_unfinished_character(raw: bytes, cuts: list[
         seen += tokenizer.decode_single_token_bytes(i)
         must_hold = unfinished_tail(seen)
         assert detok.held_bytes == must_hold, (
-            f"step {step}, after bytes {hexed(seen)}: held {hexed(detok.held_bytes)}, but exactly "
-            f"{hexed(must_hold)} can still become a character (at most 3 bytes, and only a real character's start)\n"
-            + format_trace(trace_against_oracle(tokenizer, ids), "the stream so far"))
+            hold_problem(seen, detok.held_bytes, must_hold) + f" (at token {step})\n"
+            + format_trace(trace_against_oracle(tokenizer, ids), "the stream, token by token", focus=step - 1))
 
 
 @pytest.mark.task(2)
@@ -347,8 +359,8 @@ def test_agrees_with_stdlib_incremental_decoder(raw: bytes, cuts: list[int]) -> 
         ours += detok.feed(i)
         theirs += decoder.decode(tokenizer.decode_single_token_bytes(i))
         assert ours.startswith(theirs), (
-            f"step {step}: Python's incremental decoder has shown {quote(theirs)}, you {quote(ours)}: never fall "
-            "behind it or disagree with it")
+            f"never fall behind Python's incremental UTF-8 decoder or disagree with it: after token {step} it has "
+            f"shown {quote(theirs)}, you {quote(ours)}")
 
 
 @pytest.mark.task(2)

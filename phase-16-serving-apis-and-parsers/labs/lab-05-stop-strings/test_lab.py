@@ -92,6 +92,19 @@ def check_feeds(chunks: Sequence[str], stops: Sequence[str], rule: str, include:
         pytest.fail(format_trace(steps, f"{rule} ({setting})"))
 
 
+def hold_problem(fed: str, held: str, must: str) -> str:
+    """Which way the held text is wrong, in the lesson's terms: too much, too little, or the wrong text."""
+    if not must:
+        return f"after {quote(fed)} nothing can still become a stop string, yet you hold {quote(held)}: show it"
+    if len(held) < len(must):
+        return (f"after {quote(fed)}, {quote(must)} could still become a stop string: hold all of it; you hold only "
+                f"{quote(held)}, so the start of a stop may reach the user")
+    if len(held) > len(must):
+        return (f"after {quote(fed)} only {quote(must)} could still become a stop string (hold the LONGEST such "
+                f"suffix, nothing more), yet you hold {quote(held)}: show the rest")
+    return f"after {quote(fed)} hold exactly {quote(must)}, the part that could still become a stop, not {quote(held)}"
+
+
 def show_stops(stops: Sequence[str]) -> str:
     return "[" + ", ".join(map(quote, stops)) + "]"
 
@@ -143,8 +156,8 @@ BAD_STOPS = {"empty": ([""], ValueError), "one-empty": (["ok", ""], ValueError),
 @pytest.mark.task(1)
 @pytest.mark.parametrize(("stops", "error"), BAD_STOPS.values(), ids=BAD_STOPS.keys())
 def test_truncate_rejects_bad_stops(stops: object, error: type[Exception]) -> None:
-    with pytest.raises(error):
-        lab.truncate_at_stop("text", stops)  # type: ignore[arg-type]
+    must_raise(lambda: lab.truncate_at_stop("text", stops), error,  # type: ignore[arg-type]
+               f"truncate_at_stop('text', {stops!r}) (a stop list must be strings, none of them empty)")
 
 
 ALPHABET = "ab🫨c"
@@ -269,8 +282,8 @@ BAD_CHECKER_STOPS = {"empty": ([""], ValueError), "one-empty": (["a", ""], Value
 @pytest.mark.task(2)
 @pytest.mark.parametrize(("stops", "error"), BAD_CHECKER_STOPS.values(), ids=BAD_CHECKER_STOPS.keys())
 def test_checker_rejects_bad_stops(stops: object, error: type[Exception]) -> None:
-    with pytest.raises(error):
-        lab.StopStringChecker(stops)  # type: ignore[arg-type]
+    must_raise(lambda: lab.StopStringChecker(stops), error,  # type: ignore[arg-type]
+               f"StopStringChecker({stops!r}) (a stop list must be strings, none of them empty)")
 
 
 @pytest.mark.task(2)
@@ -324,16 +337,16 @@ def test_no_stop_ever_leaks_and_held_text_is_exactly_the_ambiguous_suffix(text: 
         fed += chunk
         shown += checker.feed(chunk)
         must_hold = longest_partial_stop(fed, stops)
-        table = format_trace(feed_trace(chunks, stops), f"stops {show_stops(stops)}")
-        assert not any(s in shown for s in stops), f"step {step}: a stop leaked into {quote(shown)}\n{table}"
+        table = format_trace(feed_trace(chunks, stops), f"the stream, chunk by chunk, with stops {show_stops(stops)}",
+                             focus=step - 1)
+        assert not any(s in shown for s in stops), (
+            f"a stop string must never reach the user: after chunk {step} you have shown {quote(shown)}\n{table}")
         if checker.stopped:
             break
-        assert checker.held_text == must_hold, (
-            f"step {step}, after {quote(fed)}: held {quote(checker.held_text)}, but exactly {quote(must_hold)} "
-            f"could still become a stop (hold the LONGEST such suffix, nothing more)\n{table}")
+        assert checker.held_text == must_hold, f"{hold_problem(fed, checker.held_text, must_hold)}\n{table}"
         assert shown + checker.held_text == fed, (
-            f"step {step}: shown + held must be everything fed so far ({quote(fed)}), got {quote(shown)} + "
-            f"{quote(checker.held_text)}\n{table}")
+            f"what is shown plus what is held must be everything fed so far ({quote(fed)}): after chunk {step} you "
+            f"have shown {quote(shown)} and hold {quote(checker.held_text)}\n{table}")
 
 
 @pytest.mark.task(2)

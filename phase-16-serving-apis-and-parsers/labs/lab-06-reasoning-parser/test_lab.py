@@ -17,6 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mini_vllm.labs import load_lab
+from mini_vllm.testing.expect import must_raise
 from mini_vllm.testing.strategies import (
     IMPLICIT_END_TAG_CHOICES,
     cut,
@@ -235,9 +236,9 @@ BAD_TAGS = {"empty": ([""], ValueError, "empty"), "int": ([3], TypeError, "3"),
 @pytest.mark.task(1)
 @pytest.mark.parametrize(("tags", "error", "named"), BAD_TAGS.values(), ids=BAD_TAGS.keys())
 def test_split_reasoning_rejects_bad_tags(tags: object, error: type[Exception], named: str) -> None:
-    with pytest.raises(error) as raised:
-        lab.split_reasoning("<think>x", implicit_end_tags=tags)  # type: ignore[arg-type]
-    assert named in str(raised.value), f"the error should say what was wrong ({named!r}): {raised.value}"
+    raised = must_raise(lambda: lab.split_reasoning("<think>x", implicit_end_tags=tags), error,  # type: ignore[arg-type]
+                        f"split_reasoning(..., implicit_end_tags={tags!r})")
+    assert named in str(raised), f"the error should say what was wrong ({named!r}): {raised}"
 
 
 @pytest.mark.task(1)
@@ -387,9 +388,8 @@ def test_non_str_chunk_raises_and_changes_nothing(bad: object) -> None:
     p.feed("<think>plan </thi")
     twin.feed("<think>plan </thi")
     before = (p.held_text, p.in_reasoning)
-    with pytest.raises(TypeError) as raised:
-        p.feed(bad)  # type: ignore[arg-type]
-    assert type(bad).__name__ in str(raised.value), f"say what was wrong: {raised.value}"
+    raised = must_raise(lambda: p.feed(bad), TypeError, f"feed({bad!r})")  # type: ignore[arg-type]
+    assert type(bad).__name__ in str(raised), f"the error should say what was wrong ({type(bad).__name__}): {raised}"
     assert (p.held_text, p.in_reasoning) == before, "a rejected chunk must leave the parser as it was"
     assert p.feed("nk>done") == twin.feed("nk>done"), "the next good chunk works as if the bad one never came"
 
@@ -397,9 +397,9 @@ def test_non_str_chunk_raises_and_changes_nothing(bad: object) -> None:
 @pytest.mark.task(2)
 @pytest.mark.parametrize(("tags", "error", "named"), BAD_TAGS.values(), ids=BAD_TAGS.keys())
 def test_parser_rejects_bad_tags(tags: object, error: type[Exception], named: str) -> None:
-    with pytest.raises(error) as raised:
-        lab.StreamingReasoningParser(implicit_end_tags=tags)  # type: ignore[arg-type]
-    assert named in str(raised.value), f"the error should say what was wrong ({named!r}): {raised.value}"
+    raised = must_raise(lambda: lab.StreamingReasoningParser(implicit_end_tags=tags), error,  # type: ignore[arg-type]
+                        f"StreamingReasoningParser(implicit_end_tags={tags!r})")
+    assert named in str(raised), f"the error should say what was wrong ({named!r}): {raised}"
 
 
 @pytest.mark.task(2)
@@ -446,10 +446,8 @@ def test_bad_input_after_finish_is_still_named() -> None:
     p = parser()
     p.feed("<think>done")
     p.finish()
-    with pytest.raises(TypeError) as raised:
-        p.feed(None)  # type: ignore[arg-type]
-    assert "NoneType" in str(raised.value), (
-        f"feed(None) is bad input whenever it comes: a TypeError that names it, got {raised.value}")
+    raised = must_raise(lambda: p.feed(None), TypeError, "feed(None) after finish()")  # type: ignore[arg-type]
+    assert "NoneType" in str(raised), f"feed(None) is bad input whenever it comes: name it in the error: {raised}"
 
 
 @pytest.mark.task(2)
@@ -573,10 +571,8 @@ def test_nothing_after_finish() -> None:
     p = parser()
     p.feed("<think>done")
     p.finish()
-    with pytest.raises(RuntimeError):
-        p.feed("more")
-    with pytest.raises(RuntimeError):
-        p.finish()
+    must_raise(lambda: p.feed("more"), RuntimeError, "feed() after finish() (the reply is over)")
+    must_raise(p.finish, RuntimeError, "a second finish() (the reply is over)")
 
 
 # -------------------------------------------------------------------------- control
