@@ -172,9 +172,10 @@ def test_tests_that_never_ran_earn_no_points() -> None:
 
 
 # What a failure's first line (the one the scorecard shows) must not be: parameters alone or followed
-# by a dump of values, a bare step or seed number, a table's heading, or pytest's words for ours.
-NOT_A_RULE = re.compile(r"^(?:\w+=\S+(?:, \w+=\S+)*$|\w+=[^:]*: [\[('\"]|(?:step|seed)\b|\(|DID NOT RAISE"
-                        r"|assert\b|\w*Error$|Failed: DID NOT)")
+# by a dump of values, a step or seed number with no rule after it, a table's heading, or pytest's
+# words for ours.
+NOT_A_RULE = re.compile(r"^(?:\w+=\S+(?:, \w+=\S+)*$|\w+=[^:]*: [\[('\"]|(?:step|seed) \d+:?$|step\s+(?:call|token)\b"
+                        r"|\(|DID NOT RAISE|assert\b|\w*Error$|Failed: DID NOT)")
 
 
 @functools.cache
@@ -217,3 +218,14 @@ def test_every_failure_opens_with_the_rule(lab_dir: Path) -> None:
     openings = {t["name"].split(" › ")[-1]: failure_hint(t["output"], own, task_of(t))[0] for t in run.tests}
     bad = sorted(f"{name}: {line[:100]}" for name, line in openings.items() if NOT_A_RULE.match(line))
     assert not bad, f"{lab_dir.name}: failures that do not open with the rule that broke:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(("line", "is_a_rule"), [
+    ("starts_in_reasoning=False, implicit_end_tags=('<tool_call>',)", False),  # the issue's example
+    ("skip_special_tokens=False: ['<|im_start|>', 'assistant']", False),
+    ("seed 0", False), ("step  call  chunk  emitted  expected", False), ("DID NOT RAISE <class 'TypeError'>", False),
+    ("stop=None means no stop strings (as in the API)", True), ("seed 3: the prose must come out as written", True),
+    ("after '<think>x <tool': '<tool' could still become a tag, so hold it", True),
+], ids=["params", "params-then-values", "seed", "heading", "pytest", "param-rule", "seed-rule", "rule"])
+def test_the_rule_check_itself(line: str, is_a_rule: bool) -> None:
+    assert (NOT_A_RULE.match(line) is None) == is_a_rule, line
