@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mini_vllm.labs import LABS_DIR
+from mini_vllm.testing.expect import hold_problem
 from mini_vllm.testing.trace import FIRST_DIFFERENCE, FIRST_WRONG_STEP, Step, display_width, format_trace, quote
 
 TEST_FILES = sorted(LABS_DIR.glob("lab-*/test_lab.py"))
@@ -110,3 +111,13 @@ def test_columns_align_by_display_width() -> None:
 def test_rows_without_an_oracle_have_no_expected_column() -> None:
     table = format_trace([Step("feed", "a", "b", None)], "rule", ("shown", "")).splitlines()
     assert table[1].split() == ["step", "call", "chunk", "shown"] and FIRST_WRONG_STEP not in table[-1], table
+
+
+@pytest.mark.parametrize(("held", "must", "says"), [
+    ("", "<tool", "you hold only ''"),  # holds too little: the backwards message, the right way round
+    ("x <tool", "<tool", "show the rest now"),  # holds too much
+    ("<t", "", "nothing can still become a tag"),  # holds a false alarm
+], ids=["too-little", "too-much", "false-alarm"])
+def test_a_wrong_hold_says_which_way_it_is_wrong(held: str, must: str, says: str) -> None:
+    message = hold_problem("<think>x <tool", held, must, "a tag")
+    assert says in message and message.startswith("after "), message

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from mini_vllm import BPETokenizer, ByteTokenizer, Tokenizer
 from mini_vllm.labs import load_lab
-from mini_vllm.testing.expect import must_raise
+from mini_vllm.testing.expect import hold_problem, must_raise
 from mini_vllm.testing.strategies import any_bytes, cut_points, multilingual_text, split_at
 from mini_vllm.testing.tokenizers import PieceTokenizer
 from mini_vllm.testing.trace import Step, format_trace, quote
@@ -122,20 +122,6 @@ def flush_after(tokenizer: Tokenizer, ids: Sequence[int]) -> tuple[bytes, str, o
 
 def hexed(data: bytes) -> str:
     return data.hex(" ") or "nothing"
-
-
-def hold_problem(seen: bytes, held: bytes, must: bytes) -> str:
-    """Which way the held bytes are wrong, in the lesson's terms: too many, too few, or the wrong ones."""
-    if not must:
-        return (f"after bytes {hexed(seen)} nothing can still become a character, yet you hold {hexed(held)}: "
-                "show it now (as U+FFFD where it is broken)")
-    if len(held) < len(must):
-        return (f"after bytes {hexed(seen)}, {hexed(must)} can still become a character: hold all of it until it "
-                f"is decided; you hold only {hexed(held)}, so half a character went out")
-    if len(held) > len(must):
-        return (f"after bytes {hexed(seen)} only {hexed(must)} can still become a character, yet you hold "
-                f"{hexed(held)}: show the rest now")
-    return f"after bytes {hexed(seen)} hold exactly {hexed(must)}, the unfinished character, not {hexed(held)}"
 
 
 # ------------------------------------------------------------- task 1: the length table
@@ -242,8 +228,9 @@ def test_second_byte_ranges_at_their_edges(data: bytes) -> None:
         detok.feed(byte)
         must_hold = unfinished_tail(data[:step])
         assert detok.held_bytes == must_hold, (
-            hold_problem(data[:step], detok.held_bytes, must_hold) + " (RFC 3629: after E0 the next byte must be "
-            "A0..BF, after ED 80..9F, after F0 90..BF, after F4 80..8F; any other second byte is final at once)\n"
+            hold_problem(data[:step], detok.held_bytes, must_hold, "a character")
+            + " (RFC 3629: after E0 the next byte must be A0..BF, after ED 80..9F, after F0 90..BF, after F4 80..8F; "
+            "any other second byte is final at once)\n"
             + format_trace(trace_against_oracle(BYTES, list(data)), "the stream, byte by byte", focus=step - 1))
     assert_matches_oracle(BYTES, list(data), f"bytes {data.hex(' ')} stream as bytes.decode('utf-8', 'replace') "
                           f"gives them ({quote(data.decode('utf-8', 'replace'))}), each piece as soon as it is certain")
@@ -338,7 +325,7 @@ def test_held_bytes_are_exactly_the_unfinished_character(raw: bytes, cuts: list[
         seen += tokenizer.decode_single_token_bytes(i)
         must_hold = unfinished_tail(seen)
         assert detok.held_bytes == must_hold, (
-            hold_problem(seen, detok.held_bytes, must_hold) + f" (at token {step})\n"
+            hold_problem(seen, detok.held_bytes, must_hold, "a character") + f" (at token {step})\n"
             + format_trace(trace_against_oracle(tokenizer, ids), "the stream, token by token", focus=step - 1))
 
 

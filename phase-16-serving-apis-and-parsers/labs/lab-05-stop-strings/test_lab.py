@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from mini_vllm import ByteTokenizer
 from mini_vllm.labs import load_lab
-from mini_vllm.testing.expect import must_raise
+from mini_vllm.testing.expect import hold_problem, must_raise
 from mini_vllm.testing.strategies import cut_points, split_at
 from mini_vllm.testing.trace import Step, format_trace, quote
 
@@ -90,19 +90,6 @@ def check_feeds(chunks: Sequence[str], stops: Sequence[str], rule: str, include:
     setting = f"stops {show_stops(stops)}" + (", include_stop_str_in_output" if include else "")
     if any(s.emitted != s.expected for s in steps):
         pytest.fail(format_trace(steps, f"{rule} ({setting})"))
-
-
-def hold_problem(fed: str, held: str, must: str) -> str:
-    """Which way the held text is wrong, in the lesson's terms: too much, too little, or the wrong text."""
-    if not must:
-        return f"after {quote(fed)} nothing can still become a stop string, yet you hold {quote(held)}: show it"
-    if len(held) < len(must):
-        return (f"after {quote(fed)}, {quote(must)} could still become a stop string: hold all of it; you hold only "
-                f"{quote(held)}, so the start of a stop may reach the user")
-    if len(held) > len(must):
-        return (f"after {quote(fed)} only {quote(must)} could still become a stop string (hold the LONGEST such "
-                f"suffix, nothing more), yet you hold {quote(held)}: show the rest")
-    return f"after {quote(fed)} hold exactly {quote(must)}, the part that could still become a stop, not {quote(held)}"
 
 
 def show_stops(stops: Sequence[str]) -> str:
@@ -343,7 +330,8 @@ def test_no_stop_ever_leaks_and_held_text_is_exactly_the_ambiguous_suffix(text: 
             f"a stop string must never reach the user: after chunk {step} you have shown {quote(shown)}\n{table}")
         if checker.stopped:
             break
-        assert checker.held_text == must_hold, f"{hold_problem(fed, checker.held_text, must_hold)}\n{table}"
+        assert checker.held_text == must_hold, hold_problem(fed, checker.held_text, must_hold, "a stop string") \
+            + f"\n{table}"
         assert shown + checker.held_text == fed, (
             f"what is shown plus what is held must be everything fed so far ({quote(fed)}): after chunk {step} you "
             f"have shown {quote(shown)} and hold {quote(checker.held_text)}\n{table}")

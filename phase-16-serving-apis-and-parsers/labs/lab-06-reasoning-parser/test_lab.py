@@ -17,7 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mini_vllm.labs import load_lab
-from mini_vllm.testing.expect import must_raise
+from mini_vllm.testing.expect import hold_problem, must_raise
 from mini_vllm.testing.strategies import (
     IMPLICIT_END_TAG_CHOICES,
     cut,
@@ -154,19 +154,6 @@ def trace(rule: str, chunks: Sequence[str], starts_in_reasoning: bool = False,
                           both(whole[0][len(before[0]) :], whole[1][len(before[1]) :]) + " held[]"))
     setting = f"(starts_in_reasoning={starts_in_reasoning}, implicit_end_tags={tuple(implicit)})"
     return format_trace(steps, f"{rule}\n{setting}", ("shown", "the rule says"))
-
-
-def hold_problem(fed: str, held: str, must: str) -> str:
-    """Which way a held suffix is wrong, in the lesson's terms (too much, too little, or the wrong text)."""
-    if not must:
-        return f"after {quote(fed)}: nothing here can become a tag any more, yet {quote(held)} is held: show it"
-    if len(held) < len(must):
-        return (f"after {quote(fed)}: {quote(must)} could still become a tag, so hold it until it is decided; "
-                f"you hold only {quote(held)}, so part of a tag may reach the user")
-    if len(held) > len(must):
-        return (f"after {quote(fed)}: only {quote(must)} could still become a tag, yet you hold {quote(held)}: "
-                "show the rest now")
-    return f"after {quote(fed)}: hold exactly {quote(must)}, the part that could still become a tag, not {quote(held)}"
 
 
 def characters_kept(obj: Any, seen: set[int] | None = None) -> int:
@@ -350,8 +337,8 @@ def test_false_alarms_are_released_at_once(chunks: list[str], starts: bool) -> N
     for chunk in chunks:
         fed += chunk
         p.feed(chunk)
-        assert p.held_text == must_hold(fed, starts), trace(hold_problem(fed, p.held_text, must_hold(fed, starts)),
-                                                            chunks, starts)
+        must = must_hold(fed, starts)
+        assert p.held_text == must, trace(hold_problem(fed, p.held_text, must, "a tag"), chunks, starts)
 
 
 @pytest.mark.task(2)
@@ -426,7 +413,7 @@ def test_a_tag_that_repeats_its_own_start() -> None:
         fed += chunk
         p.feed(chunk)
         must = must_hold(fed, implicit=tags)
-        assert p.held_text == must, trace(hold_problem(fed, p.held_text, must)
+        assert p.held_text == must, trace(hold_problem(fed, p.held_text, must, "a tag")
                                           + " (look for the LONGEST suffix that starts a tag)", chunks, implicit=tags)
 
 
@@ -514,7 +501,7 @@ def test_held_text_is_exactly_the_ambiguous_suffix(text: str, positions: set[int
         delta = p.feed(chunk)
         r, c = r + delta.reasoning, c + delta.content
         held = must_hold(fed, starts, implicit)
-        assert p.held_text == held, trace(hold_problem(fed, p.held_text, held), chunks, starts, implicit)
+        assert p.held_text == held, trace(hold_problem(fed, p.held_text, held, "a tag"), chunks, starts, implicit)
         decided = rule_split(fed[: len(fed) - len(held)], starts, implicit)
         assert (r, c) == decided, (f"after {quote(fed)}: shown {both(r, c)}, but everything but the held suffix is "
                                    f"decided: {both(*decided)}\n" + trace("the stream, chunk by chunk", chunks,

@@ -6,12 +6,13 @@ for bytes that can never make them a character. The output is still right in the
 but late: U+FFFD that is already certain is held back. The reference with the table emptied.
 """
 
-from mini_vllm.labs import impl_path
+from mini_vllm.testing.variants import run_reference_with_mistake
 
-_REFERENCE = impl_path("lab-03", "solution").read_text(encoding="utf-8")
-_RIGHT = "_SECOND_BYTE_RANGE.get(lead, (0x80, 0xBF))"
-assert _RIGHT in _REFERENCE, "the reference changed: update this variant"
-exec(compile(_REFERENCE.replace(_RIGHT, "(0x80, 0xBF)"), __file__, "exec"))
+MISTAKE = {
+    '_SECOND_BYTE_RANGE.get(lead, (0x80, 0xBF))':
+        '(0x80, 0xBF)',
+}
+run_reference_with_mistake('lab-03', MISTAKE, globals())
 
 MUST_FAIL = [
     "test_second_byte_ranges_at_their_edges",

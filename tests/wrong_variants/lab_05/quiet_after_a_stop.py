@@ -5,17 +5,16 @@ So ``feed(None)`` after the reply stopped is silently accepted: a caller with a 
 whenever it comes. The reference with the stopped check moved before the type check.
 """
 
-from mini_vllm.labs import impl_path
+from mini_vllm.testing.variants import run_reference_with_mistake
 
-_REFERENCE = impl_path("lab-05", "solution").read_text(encoding="utf-8")
-_RIGHT = '''    def feed(self, text: str) -> str:
-        if not isinstance(text, str):'''
-_WRONG = '''    def feed(self, text: str) -> str:
+MISTAKE = {
+    """    def feed(self, text: str) -> str:
+        if not isinstance(text, str):""": """    def feed(self, text: str) -> str:
         if self.stopped:
             return ""
-        if not isinstance(text, str):'''
-assert _RIGHT in _REFERENCE, "the reference changed: update this variant"
-exec(compile(_REFERENCE.replace(_RIGHT, _WRONG), __file__, "exec"))
+        if not isinstance(text, str):""",
+}
+run_reference_with_mistake('lab-05', MISTAKE, globals())
 
 MUST_FAIL = ["test_bad_input_after_a_stop_still_raises"]
 MAY_COST = [2]

@@ -5,13 +5,13 @@
 all filed as thought. The reference with the parser's default flipped.
 """
 
-from mini_vllm.labs import impl_path
+from mini_vllm.testing.variants import run_reference_with_mistake
 
-_REFERENCE = impl_path("lab-06", "solution").read_text(encoding="utf-8")
-_RIGHT = "    def __init__(self, starts_in_reasoning: bool = False,"
-_WRONG = "    def __init__(self, starts_in_reasoning: bool = True,"
-assert _REFERENCE.count(_RIGHT) == 1, "the reference changed: update this variant"
-exec(compile(_REFERENCE.replace(_RIGHT, _WRONG), __file__, "exec"))
+MISTAKE = {
+    '    def __init__(self, starts_in_reasoning: bool = False,':
+        '    def __init__(self, starts_in_reasoning: bool = True,',
+}
+run_reference_with_mistake('lab-06', MISTAKE, globals())
 
 MUST_FAIL = ["test_parser_defaults"]
 MAY_COST = [2]

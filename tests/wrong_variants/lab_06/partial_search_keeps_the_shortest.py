@@ -6,12 +6,13 @@ after `plan [[` only one `[` is held and the other leaks into the thought. The r
 without the `break` in `_partial_start`.
 """
 
-from mini_vllm.labs import impl_path
+from mini_vllm.testing.variants import run_reference_with_mistake
 
-_REFERENCE = impl_path("lab-06", "solution").read_text(encoding="utf-8")
-_RIGHT, _WRONG = "                break\n", "                continue\n"
-assert _REFERENCE.count(_RIGHT) == 1, "the reference changed: update this variant"
-exec(compile(_REFERENCE.replace(_RIGHT, _WRONG), __file__, "exec"))
+MISTAKE = {
+    '                break\n':
+        '                continue\n',
+}
+run_reference_with_mistake('lab-06', MISTAKE, globals())
 
 MUST_FAIL = ["test_a_tag_that_repeats_its_own_start", "test_held_text_is_exactly_the_ambiguous_suffix"]
 MAY_COST = [2]

@@ -5,18 +5,17 @@ bad input: bad input gets a TypeError that says what was wrong, whenever it come
 reference with its two checks in the other order.
 """
 
-from mini_vllm.labs import impl_path
+from mini_vllm.testing.variants import run_reference_with_mistake
 
-_REFERENCE = impl_path("lab-06", "solution").read_text(encoding="utf-8")
-_RIGHT, _WRONG = '''        if not isinstance(text, str):
-            raise TypeError(f"feed() takes the next text chunk as a str, got {type(text).__name__}")
+# The "after finish" check moved above the type check.
+MISTAKE = {
+    """    def feed(self, text: str) -> ReasoningDelta:
+        if not isinstance(text, str):""": """    def feed(self, text: str) -> ReasoningDelta:
         if self._finished:
-            raise RuntimeError("feed() after finish(): this reply is over")''', '''        if self._finished:
             raise RuntimeError("feed() after finish(): this reply is over")
-        if not isinstance(text, str):
-            raise TypeError(f"feed() takes the next text chunk as a str, got {type(text).__name__}")'''
-assert _REFERENCE.count(_RIGHT) == 1, "the reference changed: update this variant"
-exec(compile(_REFERENCE.replace(_RIGHT, _WRONG), __file__, "exec"))
+        if not isinstance(text, str):""",
+}
+run_reference_with_mistake('lab-06', MISTAKE, globals())
 
 MUST_FAIL = ["test_bad_input_after_finish_is_still_named"]
 MAY_COST = [2]

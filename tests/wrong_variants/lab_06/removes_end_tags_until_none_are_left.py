@@ -4,16 +4,15 @@
 tag is gone. The rule is one pass: remove each end tag the model wrote, and nothing else.
 """
 
-from mini_vllm.labs import impl_path
+from mini_vllm.testing.variants import run_reference_with_mistake
 
-_REFERENCE = impl_path("lab-06", "solution").read_text(encoding="utf-8")
-_RIGHT = 'return body[:position], body[after:].replace(END_TAG, "")'
-_WRONG = """content = body[after:]
+MISTAKE = {
+    'return body[:position], body[after:].replace(END_TAG, "")': """content = body[after:]
     while END_TAG in content:
         content = content.replace(END_TAG, "")
-    return body[:position], content"""
-assert _REFERENCE.count(_RIGHT) == 1, "the reference changed: update this variant"
-exec(compile(_REFERENCE.replace(_RIGHT, _WRONG), __file__, "exec"))
+    return body[:position], content""",
+}
+run_reference_with_mistake('lab-06', MISTAKE, globals())
 
 MUST_FAIL = ["test_removing_an_end_tag_is_one_pass"]
 MAY_COST = [1]
