@@ -29,13 +29,15 @@ CANARY = "«canary: not the oracle»"
 
 
 def taint(value: Any) -> Any:
-    """``value`` with :data:`CANARY` after every string in it (through tuples, lists and dataclasses)."""
+    """``value`` with :data:`CANARY` after every string in it (through tuples, lists, dicts and dataclasses)."""
     if isinstance(value, str):
         return value + CANARY
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
         return tuple(taint(v) for v in value)
     if isinstance(value, list):
         return [taint(v) for v in value]
+    if isinstance(value, dict):
+        return {k: taint(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         changes = {f.name: taint(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
         return dataclasses.replace(value, **changes)
