@@ -217,6 +217,7 @@ def test_expected_column_always_comes_from_an_oracle(lab_dir: Path) -> None:
 def test_every_failure_opens_with_the_rule(lab_dir: Path) -> None:
     """The first line of each failure (what the scorecard shows) is a rule, not a parameter line or a table."""
     run, _ = canary_run(lab_dir.name)
+    assert run.tests, f"{lab_dir.name}: no graded test ran on the canary:\n{run.output[-1500:]}"
     own = f"lab-{lab_number(lab_dir.name)}"
     openings = {t["name"].split(" › ")[-1]: failure_hint(t["output"], own, task_of(t))[0] for t in run.tests}
     bad = sorted(f"{name}: {line[:100]}" for name, line in openings.items() if NOT_A_RULE.match(line))
