@@ -448,7 +448,8 @@ def test_fifty_random_slicings() -> None:
         deltas, p = feed_all(chunks)
         r, c = shown(deltas)
         assert (r, c + p.held_text) == expected, trace(
-            f"slicing {seed} of 50: every cut must give the batch answer {both(*expected)}", chunks)
+            f"slicing {seed} of 50: every cut must give the batch answer, reasoning {quote(expected[0])} and "
+            f"content {quote(expected[1])}", chunks)
 
 
 @pytest.mark.task(2)
@@ -482,7 +483,8 @@ def test_streaming_equals_batch_for_any_chunking(text: str, positions: set[int],
     expected = rule_split(text, starts, implicit)
     held = p.held_text
     assert (r + held, c) == expected or (r, c + held) == expected, trace(
-        f"shown + held after the last chunk must be the batch answer {both(*expected)}, however the reply is cut",
+        f"however the reply is cut, shown + held after the last chunk must be the batch answer: reasoning "
+        f"{quote(expected[0])}, content {quote(expected[1])}",
         chunks, starts, implicit)
 
 
