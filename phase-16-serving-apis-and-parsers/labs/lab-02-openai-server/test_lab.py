@@ -657,8 +657,9 @@ def test_the_sdk_accumulator_rebuilds_each_call(format_server: BackgroundServer,
     """The official client's own accumulator (client.chat.completions.stream) must see each call once."""
     with stubs_raise(), client(format_server).chat.completions.stream(
             model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], max_tokens=LONG) as stream:
-        for _ in stream:
-            pass
+        events = sum(1 for _ in stream)
+        assert events, ("the official client read no chunk from the stream: each must go out as one SSE event, "
+                        "'data: {json}' and a blank line")
         final = stream.get_final_completion()
     calls = final.choices[0].message.tool_calls or []
     assert [c.function.name for c in calls] == [c["name"] for c in expected], (
