@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 import httpx
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
@@ -41,33 +42,39 @@ def request_body(stream_options: bool = True) -> dict[str, Any]:
             "stream_options": {"include_usage": True}}
 
 
-def bare_app(events: list[list[str]]) -> Any:
-    """FastAPI with one route that sends ``events`` (per engine step, the SSE lines the real server sent)."""
+def bare_app(events: list[str], serialise: bool) -> Any:
+    """FastAPI with one route that sends ``events``: the ``data:`` payloads the real server sent.
+
+    ``serialise``: hold each chunk as a dict and turn it into JSON per event (with orjson, as the
+    server does), as an endpoint that has its chunks ready would; otherwise replay the exact
+    bytes (nothing left but sending).
+    """
     app = FastAPI()
+    held: list[Any] = [json.loads(event) if serialise and event != "[DONE]" else event for event in events]
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> StreamingResponse:
         await request.body()
 
-        async def replay() -> Any:
-            for step in events:
-                await asyncio.sleep(0)  # the engine's turn between steps, as in the real server
-                for line in step:
-                    yield line
+        async def send() -> Any:
+            for event in held:
+                await asyncio.sleep(0)  # a turn for the others between events, as the engine's step gives
+                # the server's own serialiser, so the ratio is not a contest of JSON libraries
+                yield b"data: " + (orjson.dumps(event) if isinstance(event, dict) else event.encode()) + b"\n\n"
 
-        return StreamingResponse(replay(), media_type="text/event-stream")
+        return StreamingResponse(send(), media_type="text/event-stream")
 
     return app
 
 
-def run_server(kind: str, tokenizer: str, port: int, events: list[list[str]] | None) -> None:
+def run_server(kind: str, tokenizer: str, port: int, events: list[str] | None) -> None:
     import uvicorn
 
-    if kind == "bare":
-        app = bare_app(events or [])
+    if kind in ("replay", "serialise"):
+        app = bare_app(events or [], serialise=kind == "serialise")
     else:
-        from mini_vllm.serving import build_engine
         from mini_vllm.server import create_app
+        from mini_vllm.serving import build_engine
 
         app = create_app(build_engine(tokenizer))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
@@ -76,7 +83,7 @@ def run_server(kind: str, tokenizer: str, port: int, events: list[list[str]] | N
 class Server:
     """One of the two servers in a process of its own."""
 
-    def __init__(self, kind: str, tokenizer: str, events: list[list[str]] | None = None) -> None:
+    def __init__(self, kind: str, tokenizer: str, events: list[str] | None = None) -> None:
         self.port = free_port()
         context = multiprocessing.get_context("spawn")
         self.process = context.Process(target=run_server, args=(kind, tokenizer, self.port, events), daemon=True)
@@ -98,13 +105,13 @@ class Server:
         self.process.join(timeout=10)
 
 
-def record_events(tokenizer: str) -> tuple[list[list[str]], int]:
-    """The real server's SSE lines for the request, grouped as sent, and the completion tokens (from usage)."""
+def record_events(tokenizer: str) -> tuple[list[str], int]:
+    """The real server's ``data:`` payloads for the request, and the completion tokens (from usage)."""
     with Server("real", tokenizer) as server, httpx.Client(timeout=120) as client, client.stream(
             "POST", f"http://127.0.0.1:{server.port}/v1/chat/completions", json=request_body()) as response:
         lines = [line for line in response.iter_lines() if line]
     usage = next(json.loads(line[6:])["usage"] for line in lines if '"usage"' in line and line.startswith("data: {"))
-    return [[line + "\n\n"] for line in lines], int(usage["completion_tokens"])
+    return [line.removeprefix("data: ") for line in lines], int(usage["completion_tokens"])
 
 
 async def read_streams(port: int, streams: int) -> tuple[float, int]:
@@ -125,34 +132,44 @@ async def read_streams(port: int, streams: int) -> tuple[float, int]:
         return time.perf_counter() - began, sum(sizes)
 
 
-def compare(tokenizer: str) -> list[tuple[int, float, float, float]]:
-    """Per stream count: (streams, real tokens/s, bare tokens/s, ratio)."""
+BASELINES = ("serialise", "replay")
+
+
+def compare(tokenizer: str) -> list[tuple[int, float, dict[str, float]]]:
+    """Per stream count: (streams, the server's tokens/s, each bare endpoint's tokens/s)."""
     events, tokens = record_events(tokenizer)
     rows = []
-    with Server("real", tokenizer) as real, Server("bare", tokenizer, events) as bare:
+    with Server("real", tokenizer) as real, Server("serialise", tokenizer, events) as serialise, \
+            Server("replay", tokenizer, events) as replay:
+        servers = {"real": real, "serialise": serialise, "replay": replay}
         for streams in (1, 16):
-            best = {"real": float("inf"), "bare": float("inf")}
+            best = dict.fromkeys(servers, float("inf"))
             sizes = {}
             for _ in range(ROUNDS):
-                for name, server in (("bare", bare), ("real", real)):
+                for name, server in servers.items():
                     seconds, size = asyncio.run(read_streams(server.port, streams))
                     best[name] = min(best[name], seconds)
                     sizes[name] = size
-            assert sizes["real"] == sizes["bare"], f"the two servers sent different bytes: {sizes}"
-            real_rate, bare_rate = streams * tokens / best["real"], streams * tokens / best["bare"]
-            rows.append((streams, real_rate, bare_rate, real_rate / bare_rate))
+            assert len(set(sizes.values())) == 1, f"the servers sent different bytes: {sizes}"
+            rates = {name: streams * tokens / seconds for name, seconds in best.items()}
+            rows.append((streams, rates.pop("real"), rates))
     return rows
 
 
 def main() -> list[str]:
-    print("\nserver vs a bare FastAPI SSE endpoint sending the same chunks (separate processes, same client)")
-    print(f"{'tokenizer':>10} {'streams':>8} {'server tok/s':>14} {'bare tok/s':>12} {'ratio':>7}")
+    print("\nserver vs bare FastAPI SSE endpoints sending the same chunks (each in its own process, same client)")
+    print("  serialise: holds the chunk dicts, JSON per event; replay: sends the recorded bytes")
+    print(f"{'tokenizer':>10} {'streams':>8} {'server tok/s':>13} {'serialise tok/s':>16} {'ratio':>6}"
+          f" {'replay tok/s':>13} {'ratio':>6}")
     headlines = []
     for tokenizer in ("byte", "bpe"):
-        for streams, real, bare, ratio in compare(tokenizer):
-            print(f"{tokenizer:>10} {streams:>8} {real:14,.0f} {bare:12,.0f} {ratio:6.2f}x")
+        for streams, real, bare in compare(tokenizer):
+            ratios = {name: real / rate for name, rate in bare.items()}
+            print(f"{tokenizer:>10} {streams:>8} {real:13,.0f} {bare['serialise']:16,.0f} {ratios['serialise']:5.2f}x"
+                  f" {bare['replay']:13,.0f} {ratios['replay']:5.2f}x")
             headlines.append(f"server vs bare FastAPI SSE ({tokenizer}, {streams} stream{'s' * (streams > 1)}): "
-                             f"{ratio:.2f}x (target >= 0.8x)")
+                             f"{ratios['serialise']:.2f}x of a serialising endpoint, {ratios['replay']:.2f}x of a "
+                             "byte replay (target >= 0.8x)")
     return headlines
 
 

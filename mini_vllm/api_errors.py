@@ -105,20 +105,21 @@ def param_path(location: Sequence[int | str]) -> str:
 def validation_error(errors: Sequence[Any]) -> ApiError:
     """The first problem pydantic found, as a 400 naming the field (FastAPI would say 422 ``{"detail": [...]}``)."""
     # Of a union's branches, the one that got furthest into the value says the most.
-    first = dict(max(errors, key=lambda e: len(e.get("loc", ())))) if errors else {
+    first: dict[str, Any] = dict(max(errors, key=lambda e: len(dict(e).get("loc", ())))) if errors else {
         "loc": (), "msg": "invalid request", "type": "invalid"}
+    context: dict[str, Any] = first.get("ctx") or {}
     location = [part for part in first.get("loc", ()) if part != "body"]
     kind = str(first.get("type", ""))
     if kind == "json_invalid":
         where = f" at position {location[0]}" if location and isinstance(location[0], int) else ""
-        return ApiError(400, f"the request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}"
+        return ApiError(400, f"the request body is not valid JSON: {context.get('error', first['msg'])}"
                         f"{where}", code="invalid_json")
     if not location and kind in ("model_attributes_type", "model_type", "dict_type"):
         hint = " (send it with Content-Type: application/json)" if isinstance(first.get("input"), bytes) else ""
         return ApiError(400, f"the request body must be a JSON object{hint}", code="invalid_json")
     param = param_path(location)
     if kind == "union_tag_invalid":  # a message whose role is none of the known ones
-        tag = first.get("ctx", {}).get("discriminator", "'role'").strip("'")
+        tag = str(context.get("discriminator", "'role'")).strip("'")
         param = f"{param}.{tag}" if param else tag
     if kind == "extra_forbidden":
         message = f"unknown field {param!r}: this server does not support it (check the spelling)"

@@ -119,7 +119,7 @@ def message_text(content: str | list[Any] | None) -> str:
     """The text of a message's content, in the string or the parts form."""
     if content is None or isinstance(content, str):
         return content or ""
-    return "".join(getattr(part, "text", None) or getattr(part, "refusal", "") for part in content)
+    return "".join(str(getattr(part, "text", None) or getattr(part, "refusal", "")) for part in content)
 
 
 # ----------------------------------------------------------------- tools

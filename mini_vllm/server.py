@@ -13,6 +13,8 @@ routes (``/v1/responses``, ``/v1/messages``) can reuse it with their own event f
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,11 +22,20 @@ from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any, TypeVar
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
 
-from mini_vllm.api_errors import MAX_BODY_BYTES, ApiError, dumps, error_response, install_error_handling
+from mini_vllm.api_errors import (
+    MAX_BODY_BYTES,
+    ApiError,
+    dumps,
+    error_response,
+    install_error_handling,
+    validation_error,
+)
 from mini_vllm.api_models import (
     SSE_DOC,
     ChatCompletionRequest,
@@ -101,13 +112,17 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
         return {"free_blocks": engine.pool.num_free_blocks, "total_blocks": engine.pool.num_blocks,
                 "running": sorted(engine.running), "aborted": engine.stats.aborted[-50:]}
 
-    @app.post("/v1/chat/completions", responses={200: {"model": ChatCompletionResponse, "content": SSE_DOC}, **ERRORS})
-    async def chat(body: ChatCompletionRequest, request: Request) -> Response:
+    @app.post("/v1/chat/completions", responses={200: {"model": ChatCompletionResponse, "content": SSE_DOC}, **ERRORS},
+              openapi_extra=request_body_doc(app, ChatCompletionRequest))
+    async def chat(request: Request) -> Response:
+        body = await read_body(request, ChatCompletionRequest)
         check_model(body.model, model_name)
         return await openai_response(request, await prepare(engine, lambda: from_chat(body)), "chat")
 
-    @app.post("/v1/completions", responses={200: {"model": CompletionResponse, "content": SSE_DOC}, **ERRORS})
-    async def completions(body: CompletionRequest, request: Request) -> Response:
+    @app.post("/v1/completions", responses={200: {"model": CompletionResponse, "content": SSE_DOC}, **ERRORS},
+              openapi_extra=request_body_doc(app, CompletionRequest))
+    async def completions(request: Request) -> Response:
+        body = await read_body(request, CompletionRequest)
         check_model(body.model, model_name)
         return await openai_response(request, await prepare(engine, lambda: from_completion(body)), "completion")
 
@@ -145,15 +160,23 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
 
 
 def openapi_without_422(app: FastAPI) -> dict[str, Any]:
-    """FastAPI documents a 422 ``{"detail": [...]}`` on every route with a body; this server answers
-    those with a 400 in OpenAI's shape (as OpenAI does), so the document says so and nothing else."""
+    """The OpenAPI document, with the request models of :func:`request_body_doc` as components.
+
+    FastAPI documents a 422 ``{"detail": [...]}`` on every route with parameters; this server
+    answers those with a 400 in OpenAI's shape (as OpenAI does), so the document drops it.
+    """
     if app.openapi_schema is None:
         document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        for model in getattr(app.state, "body_models", ()):
+            schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(schema.pop("$defs", {}))
+            schemas[model.__name__] = schema
         for operations in document.get("paths", {}).values():
             for operation in operations.values():
                 operation.get("responses", {}).pop("422", None)
         for unused in ("HTTPValidationError", "ValidationError"):
-            document.get("components", {}).get("schemas", {}).pop(unused, None)
+            schemas.pop(unused, None)
         app.openapi_schema = document
     return app.openapi_schema
 
@@ -169,6 +192,41 @@ class Generation:
     request_id: str
     prompt_ids: list[int]
     params: Any  # SamplingParams
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def request_body_doc(app: FastAPI, model: type[BaseModel]) -> dict[str, Any]:
+    """The ``openapi_extra`` of a route whose body :func:`read_body` reads: documents ``model`` as its body."""
+    app.state.body_models = [*getattr(app.state, "body_models", []), model]
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
+
+
+async def read_body(request: Request, model: type[M]) -> M:
+    """The request body as ``model``, parsed and validated in a worker thread, or an ApiError (400).
+
+    FastAPI would parse the JSON on the event loop, where a 10 MB body holds every other
+    stream for as long as it takes. Any content type is read as JSON, as OpenAI does.
+    """
+    raw = await request.body()
+    return await asyncio.to_thread(parse_body, raw, model)
+
+
+def parse_body(raw: bytes, model: type[M]) -> M:
+    try:
+        data = json.loads(raw)
+    except RecursionError as error:
+        raise ApiError(400, "the request body is JSON nested too deeply to read", code="invalid_json") from error
+    except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
+        raise ApiError(400, f"the request body is not valid JSON: {error}", code="invalid_json") from error
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise validation_error(error.errors()) from None
 
 
 async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix: str = "") -> Generation:
@@ -232,10 +290,8 @@ async def cancel_on_disconnect(request: Request, work: Awaitable[T]) -> T | None
     if task.done():
         return task.result()
     task.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await task
-    except asyncio.CancelledError:
-        pass
     return None
 
 
@@ -324,16 +380,22 @@ class ChunkShaper:
         return shaped
 
 
-async def sse_stream(steps: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[str]:
-    """Each step's chunks as ``data:`` events, written together (one write per engine step)."""
+async def sse_stream(steps: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
+    """Each step's chunks as ``data:`` events, written together (one write per engine step).
+
+    orjson, not the standard library: serialising the chunk was the largest single cost of a
+    token on the wire (about 8 µs of the stdlib's against under 1 µs), and it hands back the
+    UTF-8 bytes the socket wants. Every string in a chunk is valid Unicode (decoded text, and
+    request strings checked by ``protocol.check_unicode``), which orjson insists on.
+    """
     try:
         async for chunks in steps:
-            yield "".join([f"data: {dumps(chunk)}\n\n" for chunk in chunks])
+            yield b"".join([b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks])
     except NotImplementedError as error:  # a stub reached mid-stream: report it in-band, as OpenAI does
-        yield sse(not_implemented(error).body())
+        yield sse(not_implemented(error).body()).encode()
     except Exception as error:
-        yield sse(pipeline_failed(error).body())
-    yield "data: [DONE]\n\n"
+        yield sse(pipeline_failed(error).body()).encode()
+    yield b"data: [DONE]\n\n"
 
 
 def merge_chunks(chunks: list[dict[str, Any]], kind: str, reasoning_field: str = "reasoning") -> dict[str, Any]:

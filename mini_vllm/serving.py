@@ -45,7 +45,8 @@ class BackgroundServer:
     """
 
     def __init__(self, engine: Engine, pipeline: ModuleType | None = None, model_name: str = MODEL_NAME,
-                 reasoning: bool = True, reasoning_field: str = "reasoning", max_body_bytes: int = MAX_BODY_BYTES) -> None:
+                 reasoning: bool = True, reasoning_field: str = "reasoning",
+                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self.engine = engine
         self.model_name = model_name
         # IPPROTO_TCP spelled out: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on

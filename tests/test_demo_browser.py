@@ -133,7 +133,8 @@ def open_page(driver: Any, server: BackgroundServer) -> Any:
     return wait
 
 
-def stream(driver: Any, server: BackgroundServer, tokenizer: str, script: str, shot: str) -> dict[str, Any]:
+def stream(driver: Any, server: BackgroundServer, tokenizer: str, script: str, shot: str,
+           delay_ms: int = DELAY_MS) -> dict[str, Any]:
     """Open the page, pick a reply and a tokenizer with the page's own controls, stream it, read the result."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -142,7 +143,7 @@ def stream(driver: Any, server: BackgroundServer, tokenizer: str, script: str, s
     Select(driver.find_element(By.ID, "script")).select_by_value(script)
     Select(driver.find_element(By.ID, "tokenizer")).select_by_value(tokenizer)
     driver.execute_script("const s = document.getElementById('delay'); s.value = arguments[0];"
-                          "s.dispatchEvent(new Event('input'));", DELAY_MS)
+                          "s.dispatchEvent(new Event('input'));", delay_ms)
     driver.find_element(By.ID, "run").click()
     wait.until(lambda d: d.execute_script("return document.body.dataset.run") == "done",
                f"the page never finished streaming {script!r} on {tokenizer}")
@@ -220,7 +221,7 @@ def test_each_call_is_shown_where_the_model_wrote_it(browser: Any, server: Backg
 
 def test_long_arguments_show_real_line_breaks(browser: Any, server: BackgroundServer) -> None:
     """A file's content is shown as text, its JSON escapes undone: no literal backslash-n on screen."""
-    page = stream(browser, server, "bpe", "write file", shot="bpe-write-file")
+    page = stream(browser, server, "bpe", "write file", shot="bpe-write-file", delay_ms=0)  # 600 tokens: no pacing
     [tool] = page["tools"]
     content = WRITE_FILE_CALL["arguments"]["content"]
     assert tool["json"] == "valid" and tool["parsed"] == WRITE_FILE_CALL["arguments"], tool["error"]

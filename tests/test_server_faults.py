@@ -9,6 +9,7 @@ both alike.
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import random
 import statistics
@@ -49,10 +50,11 @@ def huge_cjk_prompt(characters: int) -> str:
 
 
 def test_a_huge_prompt_does_not_stall_a_live_stream(slow_server: BackgroundServer) -> None:
-    """Tokenizing runs in a worker thread: while a 1 MB prompt is tokenized, the other stream keeps flowing.
+    """Parsing and tokenizing run in a worker thread: while a 1 MB prompt is read, the other stream keeps flowing.
 
-    On the event loop, the other stream would wait the whole tokenization (its largest gap about
-    the huge request's duration); here its largest gap must stay a small part of that.
+    On the event loop, the other stream would wait the whole tokenization: its largest gap is then
+    the huge request's whole duration (measured: 98% of it). In a thread it must stay under half,
+    a margin wide enough for a machine so busy that the OS itself holds threads back.
     """
     arrivals: list[float] = []
     huge_began = threading.Event()
@@ -72,7 +74,7 @@ def test_a_huge_prompt_does_not_stall_a_live_stream(slow_server: BackgroundServe
     reader.start()
     try:
         wait_until(lambda: len(arrivals) >= 60, "the live stream's first chunks")
-        baseline = statistics.median(b - a for a, b in zip(arrivals[10:59], arrivals[11:60], strict=True))
+        baseline = statistics.median(b - a for a, b in itertools.pairwise(arrivals[10:60]))
         prompt = huge_cjk_prompt(400_000)
         huge_began.set()
         began = time.perf_counter()
@@ -87,7 +89,7 @@ def test_a_huge_prompt_does_not_stall_a_live_stream(slow_server: BackgroundServe
     gaps = [b - a for a, b in zip([began, *during], [*during, ended], strict=True)]
     took = ended - began
     assert len(during) >= 3, f"the live stream got {len(during)} chunks in the {took:.2f} s the huge request took"
-    assert max(gaps) < 0.3 * took, (
+    assert max(gaps) < 0.5 * took, (
         f"the live stream stalled: its largest gap was {max(gaps) * 1000:.0f} ms while the huge request took "
         f"{took * 1000:.0f} ms (its usual gap: {baseline * 1000:.1f} ms). Is the prompt tokenized on the event loop?")
 

@@ -54,7 +54,7 @@ schema = schemathesis.pytest.from_fixture("api")
 
 
 @schema.parametrize()
-@settings(max_examples=25, derandomize=True, deadline=None, database=None,
+@settings(max_examples=15, derandomize=True, deadline=None, database=None,
           phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
 def test_generated_requests_get_documented_answers(case: schemathesis.Case) -> None:
     positive = case.meta is not None and case.meta.generation.mode.value == "positive"

@@ -269,10 +269,12 @@ def test_pipeline_alone_reassembles_the_reply(tokenizer: Any, prompt: str) -> No
     pipeline = lab.OutputPipeline(tokenizer, tokenizer.encode(prompt), SamplingParams(), parse_tool_calls=True)
     outputs = [pipeline.push(i) for i in ids]
     last = pipeline.finish("stop")
-    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, "")
+    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, None)  # checked as a whole, below
              for i, out in zip(ids, outputs, strict=True)]
-    assert "".join(o.text for o in outputs) + last.text == reply, format_trace(steps, "pipeline", ("text", ""))
-    assert not any("\ufffd" in o.text for o in outputs), format_trace(steps, "pipeline", ("text", ""))
+    assert "".join(o.text for o in outputs) + last.text == reply, format_trace(
+        steps, "the pushed text plus finish must join to the reply, exactly", ("text", ""))
+    assert not any("\ufffd" in o.text for o in outputs), format_trace(
+        steps, "valid text never shows U+FFFD: hold a character until its last byte", ("text", ""))
 
 
 @pytest.mark.task(1)
@@ -660,8 +662,9 @@ def test_the_sdk_accumulator_rebuilds_each_call(format_server: BackgroundServer,
     """The official client's own accumulator (client.chat.completions.stream) must see each call once."""
     with stubs_raise(), client(format_server).chat.completions.stream(
             model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], max_tokens=LONG, tools=TOOLS) as stream:
-        for _ in stream:
-            pass
+        events = sum(1 for _ in stream)
+        assert events, ("the official client read no chunk from the stream: each must go out as one SSE event, "
+                        "'data: {json}' and a blank line")
         final = stream.get_final_completion()
     calls = final.choices[0].message.tool_calls or []
     assert [c.function.name for c in calls] == [c["name"] for c in expected], (
@@ -705,11 +708,12 @@ def test_pipeline_alone_keeps_stop_strings_out_of_the_thought(tokenizer: Any) ->
     for i in ids:
         out = pipeline.push(i)
         outputs.append(out)
-        steps.append(Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, out.reasoning))
+        steps.append(Step(str(i), tokenizer.decode_single_token_bytes(i),
+                          f"answer[{out.text}] thought[{out.reasoning}]", None))  # both are yours: no oracle column
         if pipeline.stopped:
             break
     last = pipeline.finish("stop")
-    table = format_trace(steps, "pipeline: token -> answer (emitted) / thought (right column)", ("answer", "thought"))
+    table = format_trace(steps, "what the pipeline pushed, token by token", ("pushed", ""))
     thought = "".join(o.reasoning for o in outputs) + last.reasoning
     answer = "".join(o.text for o in outputs) + last.text
     assert routed(thought) == routed(STOP_THOUGHT), (
