@@ -238,7 +238,7 @@ def test_no_replacement_chars_for_valid_text(name: str) -> None:
 
 
 @pytest.mark.task(1)
-@pytest.mark.parametrize("name", ["spm", "hf-spm"])
+@pytest.mark.parametrize("name", ["spm", "hf-spm", "mistral"])
 @pytest.mark.parametrize("window", range(1, 9))
 def test_leading_spaces_survive_on_spm(name: str, window: int) -> None:
     """▁This decodes to "This" alone and to " This" after other text: the context must carry the space."""
@@ -252,14 +252,20 @@ def test_leading_spaces_survive_on_spm(name: str, window: int) -> None:
     assert pushed == expected, "every ▁word must show with its space, at its own token\n" + format_trace(steps)
 
 
+# A reply framed by each family's own special tokens (written as text, they encode as special ids).
+FRAMED_REPLIES = {"bpe": "<|im_start|>assistant\nHi!<|im_end|><|endoftext|>",
+                  "spm": "<|im_start|>assistant\nHi!<|im_end|><|endoftext|>",
+                  "mistral": "<s>assistant\nHi!</s>", "tekken": "<s>[INST]assistant\nHi![/INST]</s>"}
+
+
 @pytest.mark.task(1)
-@pytest.mark.parametrize("name", ["bpe", "spm"])
+@pytest.mark.parametrize("name", FRAMED_REPLIES)
 @pytest.mark.parametrize("skip", [False, True])
 def test_special_tokens_follow_skip_special_tokens(name: str, skip: bool) -> None:
     tokenizer = TOKENIZERS[name]
-    output = tokenizer.encode("<|im_start|>assistant\nHi!<|im_end|><|endoftext|>")
+    output = tokenizer.encode(FRAMED_REPLIES[name])
     pushed = pushes(tokenizer, [], output, skip_special_tokens=skip)
-    expected = "assistant\nHi!" if skip else "<|im_start|>assistant\nHi!<|im_end|><|endoftext|>"
+    expected = "assistant\nHi!" if skip else FRAMED_REPLIES[name]
     assert "".join(pushed) == expected, f"skip_special_tokens={skip}: {pushed}"
 
 
