@@ -1,5 +1,5 @@
-"""``.venv/bin/python -m mini_vllm serve [--port N] [--tokenizer byte|bpe|spm|mistral|tekken] [--delay SECONDS] [--no-reasoning]
-[--reasoning-field reasoning|reasoning_content] [--tokens-per-step K]``."""
+"""``.venv/bin/python -m mini_vllm serve [--port N] [--tokenizer byte|bpe|spm|mistral|tekken] [--delay SECONDS]
+[--no-reasoning] [--reasoning-field reasoning|reasoning_content] [--tokens-per-step K]``."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ TOKENIZER_FAMILIES: tuple[str, ...] = tuple(_LOADERS)
 
 
 def load_tokenizer(name: str) -> Tokenizer:
-    """The tokenizer of family ``name``: the course's ``"byte"``, ``"bpe"``, ``"spm"``, or a real ``"mistral"``, ``"tekken"``."""
+    """The tokenizer of family ``name``: ``"byte"``, ``"bpe"``, ``"spm"``, or a real ``"mistral"``, ``"tekken"``."""
     if name not in _LOADERS:
         raise ValueError(f"unknown tokenizer {name!r}: choose one of {', '.join(TOKENIZER_FAMILIES)}")
     return _LOADERS[name]()

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from functools import cache
 from itertools import groupby
 from pathlib import Path
+from typing import cast
 
 import mistral_common
 from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
@@ -36,6 +37,9 @@ from mini_vllm.tokenizer_base import check_token_id, split_on_special
 WHEEL_DATA = Path(mistral_common.__file__).resolve().parent / "data"
 MISTRAL_7B_V01 = WHEEL_DATA / "tokenizer.model.v1"
 TEKKEN_240911 = WHEEL_DATA / "tekken_240911.json"
+# (mypy reads the members of mistral-common's StrEnum as `auto`, hence the casts.)
+KEEP_SPECIALS = cast(SpecialTokenPolicy, SpecialTokenPolicy.KEEP)
+SKIP_SPECIALS = cast(SpecialTokenPolicy, SpecialTokenPolicy.IGNORE)
 
 
 class _VendorTokenizer:
@@ -95,7 +99,7 @@ class MistralTokenizer(_VendorTokenizer):
         # start of the whole text gets it: text after a special token continues a sentence. So the
         # text after a special token is encoded by a second processor, loaded from the same file
         # with that one normalizer switch off (transformers does the same).
-        proto = sentencepiece_model_pb2.ModelProto.FromString(Path(path).read_bytes())
+        proto = sentencepiece_model_pb2.ModelProto.FromString(Path(path).read_bytes())  # type: ignore[attr-defined]
         proto.normalizer_spec.add_dummy_prefix = False
         self._continuing = SentencePieceProcessor(model_proto=proto.SerializeToString())
         self._space_id = self._pieces.index(METASPACE)  # the lone ▁ piece, used by decode below
@@ -119,11 +123,12 @@ class MistralTokenizer(_VendorTokenizer):
         # leading space from whatever it decodes, as if each call started a text; a run after a
         # special token does not, so it goes in behind a lone ▁ that takes the strip.
         parts: list[str] = []
-        for is_special, run in groupby(ids, key=self._special_ids.__contains__):
+        for is_special, group in groupby(ids, key=self._special_ids.__contains__):
+            run = list(group)
             if is_special:
                 parts.extend(self._pieces[i] for i in run)
             else:
-                parts.append(self.vendor.decode([self._space_id, *run] if parts else list(run)))
+                parts.append(self.vendor.decode([self._space_id, *run] if parts else run))
         return "".join(parts)
 
     def decode_single_token_bytes(self, token_id: int) -> bytes:
@@ -146,12 +151,12 @@ class TekkenTokenizer(_VendorTokenizer):
         return self.vendor.encode(text, bos=False, eos=False)  # byte-level: no start-of-text rule
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
-        policy = SpecialTokenPolicy.IGNORE if skip_special_tokens else SpecialTokenPolicy.KEEP
+        policy = SKIP_SPECIALS if skip_special_tokens else KEEP_SPECIALS
         return self.vendor.decode(self._checked(ids), special_token_policy=policy)
 
     def decode_single_token_bytes(self, token_id: int) -> bytes:
         # The library has this call (tiktoken's decode_single_token_bytes, behind the special ids).
-        return self.vendor.id_to_byte_piece(check_token_id(token_id, self._vocab_size), SpecialTokenPolicy.KEEP)
+        return self.vendor.id_to_byte_piece(check_token_id(token_id, self._vocab_size), KEEP_SPECIALS)
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
         # Tekken's vocabulary holds bytes, not strings. Hugging Face's copy of it (Mistral NeMo's

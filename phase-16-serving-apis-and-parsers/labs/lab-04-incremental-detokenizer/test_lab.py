@@ -60,7 +60,7 @@ THAI, BURMESE = "สวัสดีครับ วันนี้อากา�
 
 
 def is_spm(tokenizer: Tokenizer) -> bool:
-    return tokenizer is SPM or tokenizer is HF_SPM or tokenizer is MISTRAL or isinstance(tokenizer, SentencePieceBPETokenizer)
+    return tokenizer in (SPM, HF_SPM, MISTRAL) or isinstance(tokenizer, SentencePieceBPETokenizer)
 
 
 def oracle(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], skip: bool = False) -> ExpectedStream:
