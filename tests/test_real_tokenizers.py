@@ -64,28 +64,13 @@ def test_follows_the_protocol(name: str) -> None:
     assert tokenizer.vocab_size == {"mistral": 32_000, "tekken": 131_072}[name]
     assert tokenizer.convert_ids_to_tokens([tokenizer.eos_token_id]) == ["</s>"]
     assert tokenizer.eos_token_id in tokenizer.all_special_ids
-    text = "héllo 你好 🚀"
-    ids = tokenizer.encode(text)
-    assert tokenizer.decode(ids) == text
-    # SentencePiece gives the start of a text a ▁ of its own, which decode strips again.
-    assert raw_text(tokenizer, ids) == (b" " if name == "mistral" else b"") + text.encode("utf-8")
+    ids = tokenizer.encode("héllo 你好 🚀")
     assert len(tokenizer.convert_ids_to_tokens(ids)) == len(ids)
+    with pytest.raises(ValueError, match="token id 131072"):
+        tokenizer.decode([131_072], skip_special_tokens=True)  # checked before the vendor drops specials
 
 
-@pytest.mark.parametrize("name", REAL)
-@pytest.mark.parametrize("bad_id", [-1, 10**6, "7", 2.0, None, True], ids=repr)
-def test_bad_ids_raise_the_courses_value_error(name: str, bad_id: object) -> None:
-    tokenizer = REAL[name]
-    calls = {
-        "decode": lambda: tokenizer.decode([5, bad_id]),  # type: ignore[list-item]
-        "decode skipping specials": lambda: tokenizer.decode([bad_id], skip_special_tokens=True),  # type: ignore[list-item]
-        "decode_single_token_bytes": lambda: tokenizer.decode_single_token_bytes(bad_id),  # type: ignore[arg-type]
-        "convert_ids_to_tokens": lambda: tokenizer.convert_ids_to_tokens([bad_id]),  # type: ignore[list-item]
-    }
-    for call_name, call in calls.items():
-        with pytest.raises(ValueError, match="token id") as raised:
-            call()
-        assert str(bad_id) in str(raised.value), f"{name}.{call_name}: {raised.value}"
+# Bad ids: test_tokenizers.py's test_ids_outside_the_vocabulary_raise_value_error_naming_the_id runs on both.
 
 
 @pytest.mark.parametrize("name", REAL)
