@@ -73,10 +73,11 @@ YOUR_FORMATTER = SimpleNamespace(OutputPipeline=reference.OutputPipeline, ChunkF
 # speculative decoder's step: grouping ids is push's job). Tasks 2 and 4 run one token per step,
 # so a push that mishandles several ids (task 1) costs nothing there. Task 3 runs three per step,
 # where one pipeline output can carry text and call entries at once.
-# The real vocabularies get one server each: Tekken (tokens that straddle characters) two per
-# step, Mistral 7B's SentencePiece one per step.
-PUSH_SERVERS = [("byte", 1), ("spm", 3), ("tekken", 2)]
-STEADY_SERVERS = [("byte", 1), ("spm", 1), ("mistral", 1)]
+PUSH_SERVERS = [("byte", 1), ("spm", 3)]
+STEADY_SERVERS = [("byte", 1), ("spm", 1)]
+# Real models' vocabularies, one server each (task 1): Tekken, whose tokens straddle characters,
+# two ids per step; Mistral 7B's SentencePiece, byte fallback and all, one per step.
+REAL_SERVERS = [("tekken", 2), ("mistral", 1)]
 FORMAT_SERVERS = [("byte", 3)]
 
 
@@ -282,6 +283,25 @@ def test_streamed_chat_reassembles_exactly(server: BackgroundServer, prompt: str
         f"the streamed deltas must add up to the reply, byte for byte:\n  got      {text!r}\n"
         f"  expected {script_for(prompt)!r}")
     assert not any("\ufffd" in piece for piece in pieces), f"a broken character reached the client: {pieces}"
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize(("tokenizer", "tokens_per_step"), REAL_SERVERS, ids=server_ids(REAL_SERVERS))
+def test_real_vocabularies_stream_exactly(servers: Any, tokenizer: str, tokens_per_step: int) -> None:
+    """`serve --tokenizer mistral|tekken`: every reply, and a tool call, arrive whole through the official client."""
+    server = servers(tokenizer, tokens_per_step)
+    for prompt in TEXT_PROMPTS:
+        chunks = stream_chat(server, prompt)
+        text, _, _ = reassemble(chunks)
+        pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        assert text == script_for(prompt), f"{tokenizer}: {prompt!r} streamed as {text!r}"
+        assert not any("\ufffd" in piece for piece in pieces), (
+            f"{tokenizer}: a broken character reached the client: {pieces}")
+    text, calls, finish = reassemble(stream_chat(server, "weather"))
+    assert (text, finish) == ("Let me check the weather for you.", "tool_calls"), (
+        f"{tokenizer}: only the prose is content, and the reply ends with tool_calls: {text!r}, {finish!r}")
+    assert [json.loads(c.function.arguments) for c in calls] == [WEATHER_CALL["arguments"]], (
+        f"{tokenizer}: the call's arguments must be the ones the model wrote: {calls}")
 
 
 @pytest.mark.task(1)
