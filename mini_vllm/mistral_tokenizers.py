@@ -47,6 +47,7 @@ class _VendorTokenizer:
 
     def __init__(self, special_id: dict[str, int], vocab_size: int, eos_token_id: int) -> None:
         self._special_id = special_id
+        self._special_texts = frozenset(special_id)  # one object, so its hash is computed once
         self._special_ids = frozenset(special_id.values())
         self._vocab_size = vocab_size
         self._eos_token_id = eos_token_id
@@ -67,7 +68,7 @@ class _VendorTokenizer:
         # The vendor libraries encode plain text only; a special token written in the text (how a
         # chat template reaches a model) is matched first, as Hugging Face's added tokens are.
         ids: list[int] = []
-        for index, (piece, is_special) in enumerate(split_on_special(text, self._special_id)):
+        for index, (piece, is_special) in enumerate(split_on_special(text, self._special_texts)):
             if is_special:
                 ids.append(self._special_id[piece])
             else:
