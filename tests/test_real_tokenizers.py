@@ -3,11 +3,14 @@
 ``mistral`` and ``tekken`` are thin adapters over the vendor libraries (sentencepiece and tiktoken,
 through mistral-common). Which oracle checks what:
 
-- decode: Hugging Face ``tokenizers``, rebuilt at test time from the wheel's own vocabulary
-  (``mini_vllm.hf.hf_mistral_tokenizer`` / ``hf_tekken_tokenizer``: the pieces and the decoder
-  Hugging Face uses for each family). It needs no merges, so it decodes but cannot encode;
-- encode: the vendor library is the only encoder here, so encoding is checked by round trips,
-  by the raw token bytes spelling the text, and by the splits the lessons rely on.
+- decode, both: Hugging Face ``tokenizers``, rebuilt at test time from the wheel's own files
+  (``mini_vllm.hf.hf_mistral_tokenizer`` / ``hf_tekken_tokenizer``, with the decoder Hugging
+  Face uses for each family);
+- encode, mistral: the same Hugging Face copy, converted as transformers converts a SentencePiece
+  model (merges read off the piece scores), for text without special tokens;
+- encode, tekken: the vendor library itself (tiktoken). Rebuilding Tekken's merges from its ranks
+  would take seconds per process, so its copy is decode-only, and encoding is checked by round
+  trips, by the raw token bytes spelling the text, and by the splits the lessons rely on.
 """
 
 from __future__ import annotations
@@ -117,12 +120,14 @@ def test_tekken_tokens_straddle_burmese_characters() -> None:
 
 @pytest.mark.parametrize("name", REAL)
 @pytest.mark.parametrize("text", SAMPLES, ids=range(len(SAMPLES)))
-def test_decode_agrees_with_hugging_face_on_multilingual_text(name: str, text: str) -> None:
+def test_agrees_with_hugging_face_on_multilingual_text(name: str, text: str) -> None:
     tokenizer = REAL[name]
     ids = tokenizer.encode(text)
     assert tokenizer.decode(ids) == text
     for skip in (False, True):
         assert tokenizer.decode(ids, skip_special_tokens=skip) == HF[name].decode(ids, skip_special_tokens=skip)
+    if name == "mistral" and not set(ids) & set(tokenizer.all_special_ids):
+        assert ids == HF[name].encode(text, add_special_tokens=False).ids
 
 
 @pytest.mark.parametrize("name", REAL)
@@ -135,6 +140,14 @@ def test_any_text_round_trips_and_decodes_like_hugging_face(name: str, text: str
     assert tokenizer.decode(ids) == text == HF[name].decode(ids, skip_special_tokens=False)
     if not set(ids) & set(tokenizer.all_special_ids):
         assert raw_text(tokenizer, ids).decode("utf-8").removeprefix(" " if name == "mistral" else "") == text
+
+
+@given(text=multilingual_text(max_size=60))
+@example(text="   three leading spaces, one trailing ")
+def test_mistral_encodes_like_hugging_face(text: str) -> None:
+    """Text without special tokens: the adapter's ids (sentencepiece's) equal the converted Hugging Face copy's."""
+    text = text.replace("<s>", "").replace("</s>", "").replace("<unk>", "")
+    assert MISTRAL.encode(text) == HF["mistral"].encode(text, add_special_tokens=False).ids
 
 
 @given(ids=st.lists(st.integers(TEKKEN.all_special_ids[-1] + 1, TEKKEN.vocab_size - 1), max_size=30))
