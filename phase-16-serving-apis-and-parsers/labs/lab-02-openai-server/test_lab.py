@@ -59,6 +59,10 @@ pytestmark = pytest.mark.composes("01", "03", "04", "05", "06")
 TOKENIZERS = ["byte", "bpe", "spm", "mistral", "tekken"]  # one of each family: mini_vllm.load_tokenizer names
 TEXT_PROMPTS = ["hello", "japanese", "chinese", "emoji"]
 LONG = 2_048  # max_tokens for the long call: about 1,000 tokens with the byte tokenizer
+# The tools a client offers. The server parses calls only when the request offers tools (and
+# tool_choice is not "none"), as vLLM does, so every chat request here offers the toy model's.
+TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+         for name in dict.fromkeys(call["name"] for call in (WEATHER_CALL, PARIS_CALL, OSAKA_CALL, WRITE_FILE_CALL))]
 
 # A bug in one task costs points in that task only, so each test runs the server with YOUR code
 # for its own task and the reference for the parts it does not grade:
@@ -169,7 +173,7 @@ def ask(server: BackgroundServer, prompt: str, **options: Any) -> Any:
     if key not in _replies:
         with stubs_raise():
             reply = client(server).chat.completions.create(
-                model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], **options)
+                model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], **{"tools": TOOLS, **options})
             _replies[key] = list(reply) if options.get("stream") else reply
     return _replies[key]
 
@@ -238,7 +242,8 @@ def wire(server: BackgroundServer) -> httpx.Client:
 
 def raw_sse(server: BackgroundServer, body: dict[str, Any], path: str = "/chat/completions") -> list[str]:
     """The exact lines on the wire, for the tests about framing."""
-    with wire(server).stream("POST", server.base_url + path, json={"model": MODEL_NAME, **body}) as response:
+    offer = {"tools": TOOLS} if path == "/chat/completions" else {}
+    with wire(server).stream("POST", server.base_url + path, json={"model": MODEL_NAME, **offer, **body}) as response:
         if response.status_code == 501:
             raise NotImplementedError(stub_message(response.read().decode()))
         assert response.status_code == 200, f"the server answered {response.status_code}: {response.read()!r}"
@@ -267,10 +272,12 @@ def test_pipeline_alone_reassembles_the_reply(tokenizer: Any, prompt: str) -> No
     pipeline = lab.OutputPipeline(tokenizer, tokenizer.encode(prompt), SamplingParams(), parse_tool_calls=True)
     outputs = [pipeline.push(i) for i in ids]
     last = pipeline.finish("stop")
-    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, "")
+    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, None)  # checked as a whole, below
              for i, out in zip(ids, outputs, strict=True)]
-    assert "".join(o.text for o in outputs) + last.text == reply, format_trace(steps, "pipeline", ("text", ""))
-    assert not any("\ufffd" in o.text for o in outputs), format_trace(steps, "pipeline", ("text", ""))
+    assert "".join(o.text for o in outputs) + last.text == reply, format_trace(
+        steps, "the pushed text plus finish must join to the reply, exactly", ("text", ""))
+    assert not any("\ufffd" in o.text for o in outputs), format_trace(
+        steps, "valid text never shows U+FFFD: hold a character until its last byte", ("text", ""))
 
 
 @pytest.mark.task(1)
@@ -419,7 +426,7 @@ def test_a_malformed_call_is_reported_not_dropped(server: BackgroundServer) -> N
     seen: list[Any] = []
     with pytest.raises(openai.APIError) as raised, stubs_raise():
         for chunk in client(server).chat.completions.create(
-                model=MODEL_NAME, messages=[{"role": "user", "content": "broken tool"}], stream=True):
+                model=MODEL_NAME, messages=[{"role": "user", "content": "broken tool"}], stream=True, tools=TOOLS):
             seen.append(chunk)
     assert "malformed tool call" in str(raised.value), f"the error must say what went wrong: {raised.value}"
     text, calls, _ = reassemble(seen)
@@ -675,9 +682,10 @@ def test_the_sdk_accumulator_rebuilds_each_call(format_server: BackgroundServer,
                                                 expected: list[dict[str, Any]]) -> None:
     """The official client's own accumulator (client.chat.completions.stream) must see each call once."""
     with stubs_raise(), client(format_server).chat.completions.stream(
-            model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], max_tokens=LONG) as stream:
-        for _ in stream:
-            pass
+            model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], max_tokens=LONG, tools=TOOLS) as stream:
+        events = sum(1 for _ in stream)
+        assert events, ("the official client read no chunk from the stream: each must go out as one SSE event, "
+                        "'data: {json}' and a blank line")
         final = stream.get_final_completion()
     calls = final.choices[0].message.tool_calls or []
     assert [c.function.name for c in calls] == [c["name"] for c in expected], (
@@ -721,11 +729,12 @@ def test_pipeline_alone_keeps_stop_strings_out_of_the_thought(tokenizer: Any) ->
     for i in ids:
         out = pipeline.push(i)
         outputs.append(out)
-        steps.append(Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, out.reasoning))
+        steps.append(Step(str(i), tokenizer.decode_single_token_bytes(i),
+                          f"answer[{out.text}] thought[{out.reasoning}]", None))  # both are yours: no oracle column
         if pipeline.stopped:
             break
     last = pipeline.finish("stop")
-    table = format_trace(steps, "pipeline: token -> answer (emitted) / thought (right column)", ("answer", "thought"))
+    table = format_trace(steps, "what the pipeline pushed, token by token", ("pushed", ""))
     thought = "".join(o.reasoning for o in outputs) + last.reasoning
     answer = "".join(o.text for o in outputs) + last.text
     assert routed(thought) == routed(STOP_THOUGHT), (
