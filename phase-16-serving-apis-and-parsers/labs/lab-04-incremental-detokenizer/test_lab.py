@@ -267,7 +267,9 @@ def test_special_tokens_follow_skip_special_tokens(name: str, skip: bool) -> Non
     output = tokenizer.encode(FRAMED_REPLIES[name])
     pushed = pushes(tokenizer, [], output, skip_special_tokens=skip)
     expected = "assistant\nHi!" if skip else FRAMED_REPLIES[name]
-    assert "".join(pushed) == expected, f"skip_special_tokens={skip}: {pushed}"
+    rule = "special tokens are skipped" if skip else "special tokens show as their text"
+    assert "".join(pushed) == expected, (
+        f"{rule} when skip_special_tokens={skip}: the pushes must add up to {quote(expected)}, got {pushed}")
 
 
 @pytest.mark.task(1)
