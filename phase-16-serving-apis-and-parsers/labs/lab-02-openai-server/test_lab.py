@@ -56,7 +56,7 @@ TASKS = {
 }
 pytestmark = pytest.mark.composes("01", "03", "04", "05", "06")
 
-TOKENIZERS = ["byte", "bpe", "spm"]  # one of each family: mini_vllm.load_tokenizer names
+TOKENIZERS = ["byte", "bpe", "spm", "mistral", "tekken"]  # one of each family: mini_vllm.load_tokenizer names
 TEXT_PROMPTS = ["hello", "japanese", "chinese", "emoji"]
 LONG = 2_048  # max_tokens for the long call: about 1,000 tokens with the byte tokenizer
 # The tools a client offers. The server parses calls only when the request offers tools (and
@@ -79,6 +79,9 @@ YOUR_FORMATTER = SimpleNamespace(OutputPipeline=reference.OutputPipeline, ChunkF
 # where one pipeline output can carry text and call entries at once.
 PUSH_SERVERS = [("byte", 1), ("spm", 3)]
 STEADY_SERVERS = [("byte", 1), ("spm", 1)]
+# Real models' vocabularies, one server each (task 1): Tekken, whose tokens straddle characters,
+# two ids per step; Mistral 7B's SentencePiece, byte fallback and all, one per step.
+REAL_SERVERS = [("tekken", 2), ("mistral", 1)]
 FORMAT_SERVERS = [("byte", 3)]
 
 
@@ -354,6 +357,24 @@ def test_streamed_chat_reassembles_exactly(server: BackgroundServer, prompt: str
         f"the streamed deltas must add up to the reply, byte for byte:\n  got      {text!r}\n"
         f"  expected {script_for(prompt)!r}")
     assert not any("\ufffd" in piece for piece in pieces), f"a broken character reached the client: {pieces}"
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize(("tokenizer", "tokens_per_step"), REAL_SERVERS, ids=server_ids(REAL_SERVERS))
+def test_real_vocabularies_stream_exactly(servers: Any, tokenizer: str, tokens_per_step: int) -> None:
+    """`serve --tokenizer mistral|tekken`: split characters and a tool call arrive whole through the official client."""
+    server = servers(tokenizer, tokens_per_step)
+    for prompt in ("japanese", "emoji"):  # the replies these vocabularies split most
+        chunks = stream_chat(server, prompt)
+        text, _, _ = reassemble(chunks)
+        pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        assert text == script_for(prompt), f"{tokenizer}: {prompt!r} streamed as {text!r}"
+        assert not any("\ufffd" in piece for piece in pieces), (
+            f"{tokenizer}: a broken character reached the client: {pieces}")
+    text, calls, _ = reassemble(stream_chat(server, "weather"))  # (its finish reason is task 2's rule)
+    assert text == "Let me check the weather for you.", f"{tokenizer}: only the prose is content, got {text!r}"
+    assert [json.loads(c.function.arguments) for c in calls] == [WEATHER_CALL["arguments"]], (
+        f"{tokenizer}: the call's arguments must be the ones the model wrote: {calls}")
 
 
 @pytest.mark.task(1)
