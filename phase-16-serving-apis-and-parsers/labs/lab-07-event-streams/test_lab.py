@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from openai.lib.streaming.responses._responses import ResponseStreamState
 
+from mini_vllm.families import TOKENIZER_FAMILIES
 from mini_vllm.labs import load_lab
 from mini_vllm.testing.events import (
     Violation,
@@ -48,7 +49,7 @@ TASKS = {
     6: "build_response / build_message: the non-streamed bodies from the events",
 }
 
-FAMILIES = ("byte", "bpe", "spm")  # one of each kind: byte-level, BPE, SentencePiece
+FAMILIES = TOKENIZER_FAMILIES  # every family: byte, bpe, spm, and the real mistral and tekken vocabularies
 STEP_SIZES = range(1, 9)  # tokens per engine step, as a speculative decoder sends them
 # name -> (user message, reply_run options). The toy model answers each message with a scripted reply.
 TEXT_REPLIES: dict[str, tuple[str, dict[str, Any]]] = {
