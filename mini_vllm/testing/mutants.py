@@ -171,7 +171,7 @@ def main(argv: list[str]) -> int:
     unchanged = codes.pop(UNCHANGED)
     if unchanged != 0:
         print(f"the lab's tests do not pass on the unchanged solution.py (pytest exit {unchanged}), so no verdict "
-              f"on a mutant would mean anything: run `LAB_IMPL=solution make lab-{lab_number(lab.name)}` and fix that")
+              f"on a mutant would mean anything. See why with: LAB_IMPL=solution make lab-{lab_number(lab.name)}")
         return 2
     outcomes = [Outcome(m.id, m.line, "equivalent" if m.id in equivalents else verdict(codes[m.id])) for m in chosen]
     print(report(lab, outcomes, {} if partial else equivalents, time.monotonic() - started))
