@@ -1,11 +1,8 @@
 """Lab 01 reference solution: tool calls out of streamed model text (Hermes / Qwen format).
 
-Two hold-backs turn ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` into calls
-while the reply streams: in prose, hold only a suffix that could still become the start tag
-(lab-05's rule, with one "stop"); in a block, wait for the end tag outside JSON strings.
-With ``stream_arguments=True`` each call also streams while it is written: the name once,
-then the arguments as the text the model wrote. A malformed block raises, with its raw text:
-a call must never vanish, nor leak into the reply as prose.
+In prose, hold only a suffix that could still become ``<tool_call>``; in a block, wait for
+``</tool_call>`` outside JSON strings; stream each call's name once, then its arguments as
+written. A malformed block raises with its raw text: a call never vanishes or leaks as prose.
 """
 
 from __future__ import annotations
@@ -60,8 +57,7 @@ class ToolCallParseError(ValueError):
 
     def __init__(self, raw: str, reason: str) -> None:
         super().__init__(f"malformed tool call ({reason}): {raw!r}")
-        self.raw = raw
-        self.reason = reason
+        self.raw, self.reason = raw, reason
 
 
 class ScanState(NamedTuple):
@@ -121,23 +117,21 @@ def parse_call(raw: str) -> ToolCall:
 
 
 def _arguments_text(raw: str) -> str:
-    """The slice of ``raw`` (a valid envelope) that holds the "arguments" value as written:
-    ``raw_decode`` parses one value at an index and says where it ended, so the envelope is
-    walked key by key and no value is ever re-serialised."""
-    decoder, position = json.JSONDecoder(), raw.index("{")
-
-    def skip_space(position: int) -> int:
-        while raw[position] in _SPACE:
+    """The "arguments" value of ``raw`` (a valid envelope) as written: ``raw_decode`` parses one value
+    at an index and says where it ended, so the envelope is walked key by key, nothing re-serialised."""
+    def past(position: int, skipped: str) -> int:  # the first index from `position` not in `skipped`
+        while raw[position] in skipped:
             position += 1
         return position
 
-    while True:  # at the "{" or the "," before a key
-        key, position = decoder.raw_decode(raw, skip_space(position + 1))
-        start = skip_space(skip_space(position) + 1)  # past the ":"
+    decoder, position = json.JSONDecoder(), raw.index("{") + 1
+    while True:  # a key, a ":", a value, then a "," (the envelope is known to be valid)
+        key, position = decoder.raw_decode(raw, past(position, _SPACE))
+        start = past(position, _SPACE + ":")
         _, position = decoder.raw_decode(raw, start)
         if key == "arguments":
             return raw[start:position]
-        position = skip_space(position)
+        position = past(position, _SPACE + ",")
 
 
 def parse_tool_calls(text: str) -> ParsedOutput:
@@ -154,12 +148,9 @@ def parse_tool_calls(text: str) -> ParsedOutput:
 
 
 class CallReader:
-    """Follows one call's JSON body character by character and streams its arguments as written.
-
-    A few named states say where in the envelope it is; inside a value, only the nesting depth
-    and string state matter. So it knows at once whether a character belongs to the arguments:
-    nothing waits to be decided, nothing is taken back. It never raises (``parse_call`` judges).
-    """
+    """Follows one call's body character by character: a few named states say where in the envelope
+    it is, and inside a value its nesting depth and string state. So it knows at once whether a
+    character belongs to the arguments: nothing waits, nothing is taken back, nothing raises."""
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -167,8 +158,7 @@ class CallReader:
         self.held: list[str] = []  # arguments not sent yet: this feed's, or all while the name is unknown
         self._name_sent = False
         self._state = "start"  # start, key?, colon, value?, value, next or done: see _read
-        self._owner = ""  # whose string or value is being read: "key", "name", "arguments" or ""
-        self._key = ""  # the last key read
+        self._owner, self._key = "", ""  # whose string or value is being read ("key", "name", ...); the last key
         self._raw: list[str] = []  # the characters of the key or the name being read, escapes and all
         self._depth, self._in_string, self._escaped = 0, False, False  # open "{"/"[", in a string, after "\\"
 
@@ -205,13 +195,9 @@ class CallReader:
 
     def _in_value(self, char: str) -> None:
         """One more character of a value: a string, object or array is over when its nesting closes."""
-        if self._in_string:
-            if self._escaped:
-                self._escaped = False
-            elif char == "\\":
-                self._escaped = True
-            elif char == '"':
-                self._in_string = False
+        if self._in_string:  # a quote ends it, unless a backslash came just before
+            self._in_string = self._escaped or char != '"'
+            self._escaped = not self._escaped and char == "\\"
             if self._in_string and self._depth == 0 and self._owner in ("key", "name"):
                 self._raw.append(char)
         elif char == '"':
@@ -222,32 +208,27 @@ class CallReader:
             self._depth -= 1
         if self._depth == 0 and not self._in_string and char in '"}]':  # it just closed
             self._state = "colon" if self._owner == "key" else "next"
-            if self._owner == "key":
-                self._key = _decode_string(self._raw)
-            elif self._owner == "name":
-                self.name = _decode_string(self._raw) or None  # an empty name never goes out
-
-
-def _decode_string(raw: list[str]) -> str:
-    """A JSON string's value from its raw inside (escapes included); "" if it is not valid."""
-    try:
-        return str(json.loads('"' + "".join(raw) + '"'))
-    except json.JSONDecodeError:
-        return ""
+            if self._owner in ("key", "name"):
+                try:  # the string's value, escapes decoded
+                    text = str(json.loads('"' + "".join(self._raw) + '"'))
+                except json.JSONDecodeError:
+                    text = ""
+                if self._owner == "key":
+                    self._key = text
+                else:
+                    self.name = text or None  # an empty name never goes out
 
 
 class StreamingToolParser:
-    """``feed`` text deltas, ``finish`` at the end; together they give what ``parse_tool_calls`` gives
-    for the whole reply, however it is cut. A ``feed`` that meets a malformed call raises
-    ``ToolCallParseError`` and changes nothing. ``stream_arguments=True`` also streams each call."""
+    """``feed`` deltas, then ``finish``: together, what ``parse_tool_calls`` gives for the whole reply,
+    however it is cut. A feed that meets a malformed call raises and changes nothing."""
 
     def __init__(self, stream_arguments: bool = False) -> None:
         self.stream_arguments = stream_arguments
         self.held_text = ""  # prose held back: it could still become "<tool_call>"
         self._calls_opened = 0
         self._finished = False
-        # The open block: its body so far in pieces (joined once, when it closes), minus the tail
-        # `_unscanned` that may be a partial end tag, where `_scan` resumes; its reader, if streaming.
+        # The open block: its body in pieces (joined once, at the end), a tail that may be a partial end tag.
         self._in_block = False
         self._pieces: list[str] = []
         self._unscanned, self._scan = "", FRESH_SCAN
@@ -258,8 +239,7 @@ class StreamingToolParser:
             raise TypeError(f"feed() takes the next text delta as a str, got {type(delta).__name__}")
         if self._finished:
             raise RuntimeError("feed() after finish(): this reply is over")
-        # A snapshot in O(1): every field holds an immutable value except the list of pieces,
-        # which only grows while its block is open, so its length is enough to undo a feed.
+        # A snapshot in O(1): every field is immutable but the list of pieces, which only grows.
         saved, saved_pieces = dict(vars(self)), len(self._pieces)
         out, to_read = DeltaMessage(), []
         try:
@@ -270,9 +250,8 @@ class StreamingToolParser:
             vars(self).update(saved)
             del self._pieces[saved_pieces:]
             raise
-        # A reader cannot be rolled back, so it reads only once every call that closed in this
-        # delta has passed parse_call. Otherwise a failed feed would leave it past text that
-        # comes again, and that text would be lost (a "}" lost, as in vLLM #22885).
+        # A reader cannot be rolled back, so it reads only once every call closed in this delta has
+        # passed parse_call: after a failed feed it would skip text that comes again (vLLM #22885's lost "}").
         for reader, body_text in to_read:
             if body_text and (progress := reader.feed(body_text)) is not None:
                 out.tool_call_deltas.append(progress)
@@ -295,8 +274,7 @@ class StreamingToolParser:
         return window[start + len(START_TAG) :]
 
     def _block_text(self, text: str, out: DeltaMessage, to_read: list[tuple[CallReader, str]]) -> str | None:
-        """Scan only the new text (and a partial end tag left from before), never the whole body;
-        when the block closes, parse the call and return what follows the end tag."""
+        """Scan only the new text (never the whole body); at the end tag, parse the call, return the rest."""
         window = self._unscanned + text
         end, scan = find_end_tag(window, self._scan)
         if end is None:
