@@ -17,7 +17,7 @@ GRADED_PYTEST := -q -rN -p no:warnings -p no:xdist -m "not control" --assert=pla
 # which more than doubles the time a small lab takes.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install test grade notebooks jupyter serve demo browser bench timings lint clean
+.PHONY: install test grade notebooks jupyter serve demo browser bench timings mutants lint clean
 
 $(VENV)/.installed: pyproject.toml
 	@echo "Installing the course into $(VENV) (first run only; about a minute)..."
@@ -99,6 +99,12 @@ bench: install
 ## Time the README's table here (warm): make grade, each lab on the reference, make test. ARGS=--no-test skips the last.
 timings: install
 	$(PY) -m bench.timings $(ARGS)
+
+## Mutation testing of a lab's solution against its own tests: `make mutants LAB=03`.
+## ARGS="--survivors" re-runs only what survived last time; ARGS="--only TEXT" picks mutants by id.
+mutants: install
+	@if [ -z "$(LAB)" ]; then echo "usage: make mutants LAB=03  (the labs: $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' '))"; exit 2; fi
+	$(PY) -m mini_vllm.testing.mutants $(LAB) $(ARGS)
 
 lint: install
 	$(PY) -m ruff check .

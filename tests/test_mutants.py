@@ -1,0 +1,79 @@
+"""The mutation-testing tool (``make mutants LAB=NN``) itself: what it mutates, and that its verdicts are real."""
+
+from __future__ import annotations
+
+import pytest
+
+from mini_vllm.labs import lab_dir
+from mini_vllm.testing.mutants import EQUIVALENTS_FILE, read_equivalents, run, verdict
+from mini_vllm.testing.mutate import Mutant, mutants
+
+SOURCE = '''
+"""Docstrings, annotations and error messages are never mutated."""
+LIMIT: int = 0xA0
+
+
+def count_small(values: list[int], limit: int = 3) -> int:
+    """How many values are below the limit."""
+    total = 0
+    for v in values:
+        if v < limit and v != LIMIT:
+            total += 1
+        else:
+            break
+    if not values:
+        raise ValueError("no values")
+    return total
+'''
+
+
+def ids(source: str) -> set[str]:
+    return {m.id for m in mutants(source)}
+
+
+def test_each_kind_of_mistake_is_made() -> None:
+    found = ids(SOURCE)
+    for expected in ("count_small: v < limit -> v <= limit", "count_small: v != LIMIT -> v == LIMIT",
+                     "count_small: v < limit and v != LIMIT -> v < limit or v != LIMIT",
+                     "count_small: total += 1 -> total = 1", "count_small: not values -> values",
+                     "count_small: break -> continue", "count_small: 3 -> 4", "<module>: 0xA0 -> 0xA1",
+                     "count_small: raise ValueError('no values') -> pass", "count_small: return total -> pass",
+                     "count_small: if v < limit and v != LIMIT: -> pass"):
+        assert expected in found, f"the mutator should make the mistake {expected!r}; it made {sorted(found)}"
+
+
+def test_docstrings_annotations_and_messages_are_left_alone() -> None:
+    found = " ".join(ids(SOURCE))
+    for untouched in ("How many", "list[int]", "'no values' ->", "int ->"):
+        assert untouched not in found, f"{untouched!r} is not code a test can pin, yet it was mutated: {found}"
+
+
+def test_every_mutant_is_valid_python_that_differs_from_the_original() -> None:
+    for mutant in mutants(SOURCE):
+        compile(mutant.source, mutant.id, "exec")
+        assert mutant.source != SOURCE, f"{mutant.id} changed nothing"
+
+
+def test_ids_survive_edits_elsewhere_in_the_file() -> None:
+    # The equivalents list names mutants by id: moving code down must not rename them.
+    shifted = SOURCE.replace("LIMIT: int", "import os\n\n\nLIMIT: int", 1)
+    assert ids(shifted) == ids(SOURCE), "ids must name what changed, not the line it is on"
+
+
+def test_equivalents_file_format(tmp_path: pytest.TempPathFactory) -> None:
+    (tmp_path / EQUIVALENTS_FILE).write_text("# comment\nf: a < b -> a <= b  ## a == b never happens here\n")
+    assert read_equivalents(tmp_path) == {"f: a < b -> a <= b": "a == b never happens here"}
+    (tmp_path / EQUIVALENTS_FILE).write_text("f: a < b -> a <= b without a reason\n")
+    with pytest.raises(ValueError, match="<mutant id>  ## <reason>"):
+        read_equivalents(tmp_path)
+
+
+def test_verdicts_come_from_running_the_lab_tests() -> None:
+    # The unchanged solution must survive (else every mutant would look killed), and a
+    # solution that forgets to return what it held must be killed.
+    lab = lab_dir("03")
+    solution = (lab / "solution.py").read_text(encoding="utf-8")
+    broken = next(m for m in mutants(solution) if m.id == "StreamingDetokenizer.flush: return text -> pass")
+    codes = run(lab, [Mutant("unchanged", 0, solution), broken], jobs=1)
+    assert verdict(codes["unchanged"]) == "survived", f"the reference itself must pass its tests: exit {codes}"
+    assert verdict(codes[broken.id]) == "killed", f"a flush that returns nothing must be caught: exit {codes}"
