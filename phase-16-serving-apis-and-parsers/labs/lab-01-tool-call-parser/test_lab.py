@@ -558,9 +558,12 @@ def test_nothing_after_finish() -> None:
 def test_finish_twice_is_refused_and_gives_nothing_again(reply: str) -> None:
     parser = lab.StreamingToolParser()
     parser.feed(reply)
-    first = parser.finish()
-    assert first.content or first.tool_calls, "the first finish releases what was held: text or a call"
-    must_raise(parser.finish, RuntimeError, "a second finish()")
+    held, first = parser.held_text, parser.finish()
+    calls = [call(**WEATHER)] if "<tool_call>" in reply else []
+    assert (first.content, first.tool_calls) == (held, calls), (
+        f"the first finish releases the held {quote(held)} and the open call {calls}; got {quote(first.content)}, "
+        f"{first.tool_calls}")
+    must_raise(parser.finish, RuntimeError, "a second finish() (the reply is over: the call must not come again)")
 
 
 # ----------------------------------------------- task 6: stream the arguments as written
