@@ -117,7 +117,7 @@ def windowed(table: str, around: int = 3) -> str:
             skipped += 1
             continue
         if skipped:
-            out.append(f"      ... {skipped} step(s) without a difference")
+            out.append(f"      ... {skipped} {'step(s) as expected' if i <= marked else 'later step(s)'}")
             skipped = 0
         out.append(line)
     return "\n".join(out)
@@ -816,9 +816,11 @@ def test_a_failed_feed_leaves_the_streamed_calls_as_they_were(reply: WrittenRepl
     messages, story = replay_after_a_failed_feed(reply, cut, stream_arguments=True)
     calls = per_call([d for m in messages for d in m.tool_call_deltas])
     for index, written in enumerate(reply.calls):
-        assert calls.get(index) == ([written.name], written.arguments_text), (
-            f"call {index}: after a feed that raised, the name must still go out once and the fragments join to "
-            f"{quote(written.arguments_text)}; got {calls.get(index)}\n{story}")
+        names, joined = calls.get(index, ([], ""))
+        assert (names, joined) == ([written.name], written.arguments_text), (
+            f"call {index}: a feed that raised must leave the call's reader as it was, so that the name still goes "
+            f"out once and the fragments join to {quote(written.arguments_text)}; got the names {names} and the "
+            f"fragments {quote(joined)}\n{story}")
 
 
 @pytest.mark.task(6)
