@@ -119,19 +119,19 @@ def parse_call(raw: str) -> ToolCall:
 def _arguments_text(raw: str) -> str:
     """The "arguments" value of ``raw`` (a valid envelope) as written: ``raw_decode`` parses one value
     at an index and says where it ended, so the envelope is walked key by key, nothing re-serialised."""
-    def past(position: int, skipped: str) -> int:  # the first index from `position` not in `skipped`
-        while raw[position] in skipped:
+    def past_space(position: int) -> int:
+        while raw[position] in _SPACE:
             position += 1
         return position
 
-    decoder, position = json.JSONDecoder(), raw.index("{") + 1
-    while True:  # a key, a ":", a value, then a "," (the envelope is known to be valid)
-        key, position = decoder.raw_decode(raw, past(position, _SPACE))
-        start = past(position, _SPACE + ":")
+    decoder, position = json.JSONDecoder(), raw.index("{")
+    while True:  # at the "{" or the "," before a key (the envelope is known to be valid)
+        key, position = decoder.raw_decode(raw, past_space(position + 1))
+        start = past_space(past_space(position) + 1)  # past the ":"
         _, position = decoder.raw_decode(raw, start)
         if key == "arguments":
             return raw[start:position]
-        position = past(position, _SPACE + ",")
+        position = past_space(position)
 
 
 def parse_tool_calls(text: str) -> ParsedOutput:
@@ -174,23 +174,24 @@ class CallReader:
     def _read(self, char: str) -> bool:
         """Move on by one character; True when it is part of the arguments value."""
         state = self._state
-        if state == "value" and (self._in_string or self._depth or char not in ",}" + _SPACE):
+        if state == "value":
             self._in_value(char)
             return self._owner == "arguments"
-        if state == "start":  # before the envelope's "{"; anything else: not an object
-            self._state = "key?" if char == "{" else "start" if char in _SPACE else "done"
+        if state == "start" and char == "{":  # the envelope opens
+            self._state = "key?"
         elif state == "key?" and char == '"':  # a key is read like a string value, owned by "key"
             self._owner, self._state, self._depth, self._in_string, self._raw = "key", "value", 0, True, []
         elif state == "colon" and char == ":":
             self._state = "value?"
         elif state == "value?" and char not in _SPACE:  # the value's first character says what it is
             self._owner = self._key if self._key in ("name", "arguments") else ""
-            self._state, self._depth, self._in_string, self._raw = "value", int(char in "{["), char == '"', []
+            if char not in '"{[':  # a number, true, false or null: nothing inside to follow
+                self._state = "next"
+                return False  # (so "arguments": 12, not a call anyway, streams nothing)
+            self._state, self._depth, self._in_string, self._raw = "value", int(char != '"'), char == '"', []
             return self._owner == "arguments"
-        elif state in ("key?", "value", "next") and char in ",}":  # a number, true, ... ends here too
+        elif state == "next" and char in ",}":  # after a value: another key, or the end of the envelope
             self._state = "key?" if char == "," else "done"
-        elif state == "value":  # whitespace after a number, true, false or null
-            self._state = "next"
         return False
 
     def _in_value(self, char: str) -> None:
@@ -206,7 +207,7 @@ class CallReader:
             self._depth += 1
         elif char in "}]":
             self._depth -= 1
-        if self._depth == 0 and not self._in_string and char in '"}]':  # it just closed
+        if self._depth == 0 and not self._in_string:  # it just closed
             self._state = "colon" if self._owner == "key" else "next"
             if self._owner in ("key", "name"):
                 try:  # the string's value, escapes decoded
@@ -239,8 +240,9 @@ class StreamingToolParser:
             raise TypeError(f"feed() takes the next text delta as a str, got {type(delta).__name__}")
         if self._finished:
             raise RuntimeError("feed() after finish(): this reply is over")
-        # A snapshot in O(1): every field is immutable but the list of pieces, which only grows.
-        saved, saved_pieces = dict(vars(self)), len(self._pieces)
+        # A snapshot in O(1): every field is immutable but the open block's list of pieces, and a feed
+        # appends to that only when it ends inside the block, so a feed that raises never has.
+        saved = dict(vars(self))
         out, to_read = DeltaMessage(), []
         try:
             rest: str | None = delta
@@ -248,12 +250,11 @@ class StreamingToolParser:
                 rest = self._block_text(rest, out, to_read) if self._in_block else self._prose(rest, out)
         except ToolCallParseError:
             vars(self).update(saved)
-            del self._pieces[saved_pieces:]
             raise
         # A reader cannot be rolled back, so it reads only once every call closed in this delta has
         # passed parse_call: after a failed feed it would skip text that comes again (vLLM #22885's lost "}").
         for reader, body_text in to_read:
-            if body_text and (progress := reader.feed(body_text)) is not None:
+            if (progress := reader.feed(body_text)) is not None:
                 out.tool_call_deltas.append(progress)
         return out
 
@@ -291,10 +292,9 @@ class StreamingToolParser:
         if self._finished:
             raise RuntimeError("finish() was already called for this reply")
         last = DeltaMessage()
-        if self._in_block:  # a block left open: the batch rule decides
+        if self._in_block:  # a block left open: the batch rule decides. (Its reader has read it all: what is
+            # unscanned starts with a "<" outside strings, and no valid call ends like that.)
             last.tool_calls.append(parse_call("".join(self._pieces) + self._unscanned))
-            if self._reader is not None and (progress := self._reader.feed(self._unscanned)) is not None:
-                last.tool_call_deltas.append(progress)
         last.content, self.held_text = self.held_text, ""
-        self._in_block, self._finished = False, True
+        self._finished = True
         return last

@@ -195,6 +195,17 @@ def test_malformed_call_raises_with_the_raw_text(raw: str) -> None:
     assert raised.value.raw == raw, "the error must carry the raw block, so nothing is silently lost"
     assert isinstance(raised.value, ValueError) and raised.value.reason, (
         "ToolCallParseError is a ValueError and says why the block is malformed")
+    assert raised.value.reason in str(raised.value), "the error's message says why, for the log and the client"
+
+
+@pytest.mark.task(1)
+def test_the_value_types_keep_their_defaults() -> None:
+    """Given in the starter, and lab-02 relies on them: an empty step, a call delta with nothing but its index."""
+    assert lab.ToolCallDelta(3) == lab.ToolCallDelta(3, None, ""), "ToolCallDelta(index): no name, an empty fragment"
+    assert lab.ParsedOutput("x").tool_calls == [] and lab.ScanState() == (0, False, False), (
+        "ParsedOutput(content) has no calls; ScanState() is the start of a block, outside any string")
+    step = lab.DeltaMessage()
+    assert (step.content, step.tool_calls, step.tool_call_deltas) == ("", [], []), "DeltaMessage() is an empty step"
 
 
 REPEATED_KEYS = {
@@ -224,6 +235,7 @@ def test_a_repeated_key_is_refused(raw: str) -> None:
     ('{"a": "back\\\\"}</tool_call>', 15),  # an escaped backslash does not escape the quote
     ('{"a": 1}', None),
     ('{"a": 1}</tool_', None),  # the tag is still arriving
+    pytest.param("</tool_call>", 0, id="at-the-start"),  # the very first character counts
 ])
 def test_find_end_tag_examples(body: str, expected: int | None) -> None:
     end, _ = lab.find_end_tag(body)
@@ -295,7 +307,8 @@ def test_block_left_open_at_the_end() -> None:
 
 
 @pytest.mark.task(3)
-@pytest.mark.parametrize("body", ["{oops}", REPEATED_KEYS["arguments-twice"]], ids=["not-json", "repeated-key"])
+@pytest.mark.parametrize("body", ["{oops}", REPEATED_KEYS["arguments-twice"], ""],
+                         ids=["not-json", "repeated-key", "empty"])
 def test_malformed_block_in_a_reply_is_loud(body: str) -> None:
     with pytest.raises(lab.ToolCallParseError) as raised:
         lab.parse_tool_calls(f"before <tool_call>{body}</tool_call> after")
@@ -304,6 +317,7 @@ def test_malformed_block_in_a_reply_is_loud(body: str) -> None:
 
 @pytest.mark.task(3)
 @given(tool_call_replies())
+@example(reply=reply_from(block(WEATHER), ' the end "'))  # a quote at the very end of the reply
 def test_batch_recovers_exactly_what_was_written(reply: GeneratedReply) -> None:
     parsed = lab.parse_tool_calls(reply.text)
     assert parsed.content == reply.prose, "parse_tool_calls must give back exactly the prose outside the blocks"
@@ -325,7 +339,7 @@ def test_content_flows_immediately() -> None:
 @pytest.mark.task(4)
 def test_a_partial_tag_is_held_not_leaked() -> None:
     reply = reply_from("Let me look that up. ", block(WEATHER))
-    chunks = split_at(reply.text, [26, 32, len(reply.text) - 12])  # "...<tool" | "_call>" | the JSON | the end tag
+    chunks = split_at(reply.text, [22, 26, 31, 32, len(reply.text) - 12])  # "<" "tool" "_call" ">" ...
     deltas, last = stream(chunks)
     shown = "".join(d.content for d in [*deltas, last])
     assert shown == "Let me look that up. ", "a half tag reached the user\n" + trace(chunks, reply)
@@ -563,6 +577,7 @@ def test_finish_twice_is_refused_and_gives_nothing_again(reply: str) -> None:
     assert (first.content, first.tool_calls) == (held, calls), (
         f"the first finish releases the held {quote(held)} and the open call {calls}; got {quote(first.content)}, "
         f"{first.tool_calls}")
+    assert parser.held_text == "", "after finish nothing is held any more"
     must_raise(parser.finish, RuntimeError, "a second finish() (the reply is over: the call must not come again)")
 
 
@@ -657,6 +672,10 @@ BRACE_IN_A_STRING = one_call('{"name": "f", "arguments": {"a": "}", "b": 1}}')
 BRACES_AT_THE_END = one_call('{"name": "f", "arguments": {"a": {}}}\n')
 # The arguments before the name: they must wait for it.
 ARGUMENTS_FIRST = one_call('{"arguments": {"x": [1, "2"]}, "name": "late"}')
+# Other keys around the call's own: an empty key, a number with a space before its comma, an
+# object holding "name" and "arguments" keys of its own, a string. Only the envelope's count.
+EXTRA_KEYS = one_call('{"": 0, "id": 7 , "meta": {"name": "x", "arguments": [1, {"a": "}"}]}, "name": "f", '
+                      '"note": "a \\" b", "ok": true, "arguments": {"a": [1, 2]}\n}')
 # A name written with escapes (\u005f is "_"): the name sent is the decoded one.
 ESCAPED_NAME = one_call('{"name": "get\\u005fweather\\u00e9", "arguments": {"q": "\\u005f"}}')
 
@@ -835,6 +854,17 @@ def test_a_repeated_key_streams_but_the_call_is_refused() -> None:
 
 
 @pytest.mark.task(6)
+def test_a_block_left_open_streams_like_a_closed_one() -> None:
+    reply = written_from("Sure. ", block(WEATHER))
+    chunks = list(reply.text[: -len("</tool_call>")])  # the model stopped right after the JSON
+    messages, deltas = stream_calls(chunks)
+    assert per_call(deltas) == {0: (["get_weather"], reply.calls[0].arguments_text)}, (
+        "a call whose end tag never came streams exactly like one that closed\n" + call_trace(chunks, reply))
+    assert messages[-1].tool_calls == [call(**WEATHER)] and not messages[-1].tool_call_deltas, (
+        "finish delivers the complete call, and has nothing left to stream")
+
+
+@pytest.mark.task(6)
 def test_calls_stream_only_when_asked() -> None:
     quiet, streaming = lab.StreamingToolParser(), lab.StreamingToolParser(stream_arguments=True)
     quiet_out = [quiet.feed("x " + block(WEATHER)), quiet.finish()]
@@ -849,6 +879,7 @@ def test_calls_stream_only_when_asked() -> None:
 @given(written_tool_call_replies(), CHUNK_SIZES)
 @example(reply=BRACE_IN_A_STRING, sizes=[1])
 @example(reply=ARGUMENTS_FIRST, sizes=[1])
+@example(reply=EXTRA_KEYS, sizes=[1])
 def test_streamed_calls_equal_what_was_written_for_any_chunking(reply: WrittenReply, sizes: list[int]) -> None:
     chunks = cut_by_sizes(reply.text, sizes)
     messages, deltas = stream_calls(chunks)
@@ -876,6 +907,7 @@ def test_streamed_calls_equal_what_was_written_for_any_chunking(reply: WrittenRe
 @example(reply=BRACES_AT_THE_END, sizes=[1])
 @example(reply=ARGUMENTS_FIRST, sizes=[3])
 @example(reply=BRACE_IN_A_STRING, sizes=[2])
+@example(reply=EXTRA_KEYS, sizes=[3])
 def test_arguments_stream_as_they_are_written_and_are_never_taken_back(reply: WrittenReply, sizes: list[int]) -> None:
     chunks = cut_by_sizes(reply.text, sizes)
     parser = lab.StreamingToolParser(stream_arguments=True)

@@ -11,7 +11,6 @@ MAY_COST = [4, 6]
 MISTAKE = [
     (r'''
             vars(self).update(saved)
-            del self._pieces[saved_pieces:]
             raise
 ''', r'''
             raise  # the mistake: no rollback

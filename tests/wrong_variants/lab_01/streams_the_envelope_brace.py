@@ -11,11 +11,11 @@ MAY_COST = [6]
 # The reference solution with one mistake: each (old, new) pair replaces whole lines of it.
 MISTAKE = [
     (r'''
-            self._state = "next"
+            self._state = "key?" if char == "," else "done"
         return False
 ''', r'''
-            self._state = "next"
-        return self._owner == "arguments"  # the mistake: after the value too
+            self._state = "key?" if char == "," else "done"
+        return self._owner == "arguments"  # the mistake: what follows the value is streamed too
 '''),
 ]
 _wrong = (lab_dir("lab-01") / "solution.py").read_text(encoding="utf-8")
