@@ -199,8 +199,10 @@ def test_malformed_call_raises_with_the_raw_text(raw: str) -> None:
 
 
 @pytest.mark.task(1)
-def test_the_value_types_keep_their_defaults() -> None:
-    """Given in the starter, and lab-02 relies on them: an empty step, a call delta with nothing but its index."""
+def test_a_call_and_the_value_types_around_it() -> None:
+    """The value types are given in the starter, and lab-02 relies on their defaults."""
+    parsed = lab.parse_call('{"name": "f", "arguments": {}}')
+    assert (parsed.name, parsed.arguments, parsed.arguments_text) == ("f", {}, "{}"), "a call with no arguments"
     assert lab.ToolCallDelta(3) == lab.ToolCallDelta(3, None, ""), "ToolCallDelta(index): no name, an empty fragment"
     assert lab.ParsedOutput("x").tool_calls == [] and lab.ScanState() == (0, False, False), (
         "ParsedOutput(content) has no calls; ScanState() is the start of a block, outside any string")
