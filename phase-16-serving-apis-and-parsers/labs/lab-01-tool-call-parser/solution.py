@@ -284,8 +284,8 @@ class StreamingToolParser:
         else:
             out.tool_calls.append(parse_call("".join(self._pieces) + window[:end]))
             self._in_block = False
-        if self._reader is not None:
-            to_read.append((self._reader, window[: scan.position if end is None else end]))
+        if self._reader is not None:  # the body up to where the scan stopped: the end tag, or a possible start of it
+            to_read.append((self._reader, window[: scan.position]))
         return None if end is None else window[end + len(END_TAG) :]
 
     def finish(self) -> DeltaMessage:

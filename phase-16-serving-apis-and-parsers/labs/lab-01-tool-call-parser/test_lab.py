@@ -195,7 +195,8 @@ def test_malformed_call_raises_with_the_raw_text(raw: str) -> None:
     assert raised.value.raw == raw, "the error must carry the raw block, so nothing is silently lost"
     assert isinstance(raised.value, ValueError) and raised.value.reason, (
         "ToolCallParseError is a ValueError and says why the block is malformed")
-    assert raised.value.reason in str(raised.value), "the error's message says why, for the log and the client"
+    assert f"({raised.value.reason})" in str(raised.value), (
+        "the error's message reads 'malformed tool call (<reason>): <raw>', for the log and the client")
 
 
 @pytest.mark.task(1)
@@ -676,7 +677,7 @@ BRACES_AT_THE_END = one_call('{"name": "f", "arguments": {"a": {}}}\n')
 ARGUMENTS_FIRST = one_call('{"arguments": {"x": [1, "2"]}, "name": "late"}')
 # Other keys around the call's own: an empty key, a number with a space before its comma, an
 # object holding "name" and "arguments" keys of its own, a string. Only the envelope's count.
-EXTRA_KEYS = one_call('{"": 0, "id": 7 , "meta": {"name": "x", "arguments": [1, {"a": "}"}]}, "name": "f", '
+EXTRA_KEYS = one_call('{"": "", "name": "f", "id": 7 , "meta": {"name": "x", "arguments": [1, {"a": "}"}]}, '
                       '"note": "a \\" b", "ok": true, "arguments": {"a": [1, 2]}\n}')
 # A name written with escapes (\u005f is "_"): the name sent is the decoded one.
 ESCAPED_NAME = one_call('{"name": "get\\u005fweather\\u00e9", "arguments": {"q": "\\u005f"}}')
@@ -810,6 +811,19 @@ def test_a_call_that_turns_out_malformed_is_still_loud() -> None:
     assert more.tool_call_deltas == [lab.ToolCallDelta(0, None, "}")], "the name is not sent again after an error"
     assert more.content == " after" and more.tool_calls == [call("f", {"a": 1})], (
         "after the error, the same block completes normally")
+
+
+@pytest.mark.task(6)
+@pytest.mark.parametrize("body", ['{"na\\qme": "f", "arguments": {}}', '{"name": "f\\q", "arguments": {}}'],
+                         ids=["bad-escape-in-a-key", "bad-escape-in-the-name"])
+def test_a_malformed_call_streams_without_crashing(body: str) -> None:
+    """The reader never raises: while the block is open it cannot know the call is bad. The end tag decides."""
+    parser = lab.StreamingToolParser(stream_arguments=True)
+    for char in "<tool_call>" + body:
+        parser.feed(char)  # must not raise: nothing is known to be wrong yet
+    with pytest.raises(lab.ToolCallParseError) as raised:
+        parser.feed("</tool_call>")
+    assert raised.value.raw == body, "at its end tag, the malformed call raises ToolCallParseError with its raw text"
 
 
 @pytest.mark.task(6)

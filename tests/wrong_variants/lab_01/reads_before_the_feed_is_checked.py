@@ -12,13 +12,10 @@ MAY_COST = [6]
 # The reference solution with one mistake: each (old, new) pair replaces whole lines of it.
 MISTAKE = [
     (r'''
-        if self._reader is not None:
-            to_read.append((self._reader, window[: scan.position if end is None else end]))
+            to_read.append((self._reader, window[: scan.position]))
 ''', r'''
-        if self._reader is not None:  # the mistake: read now, even if a later call in this delta fails
-            body_text = window[: scan.position if end is None else end]
-            if body_text and (progress := self._reader.feed(body_text)) is not None:
-                out.tool_call_deltas.append(progress)
+            if (progress := self._reader.feed(window[: scan.position])) is not None:  # the mistake: read now,
+                out.tool_call_deltas.append(progress)  # even if a later call in this delta turns out malformed
 '''),
 ]
 _wrong = (lab_dir("lab-01") / "solution.py").read_text(encoding="utf-8")
