@@ -46,7 +46,7 @@ def pipeline_alone(tokenizer_name: str, tokens_per_step: int = 1, repeats: int =
 def stream_once(base_url: str) -> int:
     client = openai.OpenAI(base_url=base_url, api_key="not-needed", max_retries=0, timeout=120)
     stream = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "long"}],
-                                            stream=True, stream_options={"include_usage": True}, max_tokens=100_000)
+                                            stream=True, stream_options={"include_usage": True})
     tokens = 0
     for chunk in stream:
         if chunk.usage:

@@ -5,15 +5,19 @@
   the exact byte stream the labs see);
 - :func:`hf_bpe_tokenizer` loads the shipped ``tokenizer.json`` with the real library,
   :func:`hf_spm_tokenizer` the shipped SentencePiece-style ``spm_tokenizer.json``;
-- :class:`HFTokenizer` wraps either one in the course's tokenizer protocol.
+- :func:`hf_mistral_tokenizer` converts the wheel's Mistral 7B SentencePiece model (an oracle
+  for encode and decode), :func:`hf_tekken_tokenizer` rebuilds Tekken for decoding only
+  (an oracle for decode, and ``DecodeStream`` on the same ids);
+- :class:`HFTokenizer` wraps the shipped ones in the course's tokenizer protocol.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from mini_vllm.bpe_tokenizer import SHIPPED_TOKENIZER, byte_to_unicode
 from mini_vllm.byte_tokenizer import SPECIAL_TOKENS
@@ -39,6 +43,58 @@ def hf_bpe_tokenizer(path: str | Path = SHIPPED_TOKENIZER) -> Tokenizer:
 def hf_spm_tokenizer(path: str | Path = SHIPPED_SPM_TOKENIZER) -> Tokenizer:
     """The shipped SentencePiece-style tokenizer (Metaspace, byte fallback), loaded by the real library."""
     return Tokenizer.from_file(str(path))
+
+
+@cache
+def hf_mistral_tokenizer() -> Tokenizer:
+    """Mistral 7B v0.1's SentencePiece model converted to a ``tokenizers.Tokenizer``, the way transformers does.
+
+    The pieces keep their ids; the merges are read off the vocabulary (every split of a piece into
+    two pieces, ranked by the piece's score, as transformers' SentencePiece converter does); the
+    normalizer writes ▁ for spaces and before the text, and the decoder chain is Hugging Face's for
+    Llama-style files (▁ -> space, <0xNN> byte fallback, fuse, strip one leading space). On text
+    without special tokens it encodes as sentencepiece does. After a special token it writes a ▁
+    (Hugging Face's "legacy" rule), where the course's adapter continues the sentence without one.
+    """
+    from sentencepiece import SentencePieceProcessor
+
+    from mini_vllm.mistral_tokenizers import MISTRAL_7B_V01, load_mistral  # mistral-common is slow to import
+
+    vendor = load_mistral()
+    model = SentencePieceProcessor(model_file=str(MISTRAL_7B_V01))
+    pieces = vendor.convert_ids_to_tokens(range(vendor.vocab_size))
+    vocab = {piece: i for i, piece in enumerate(pieces)}
+    ranked: list[tuple[float, int, int, tuple[str, str]]] = []
+    for piece, i in vocab.items():
+        for cut in range(1, len(piece)):
+            left, right = piece[:cut], piece[cut:]
+            if left in vocab and right in vocab:
+                ranked.append((-model.GetScore(i), vocab[left], vocab[right], (left, right)))
+    merges = [pair for *_, pair in sorted(ranked)]
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True,
+                                     byte_fallback=True))
+    tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tokenizer.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                           decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    tokenizer.add_special_tokens([AddedToken(pieces[i], special=True) for i in vendor.all_special_ids])
+    return tokenizer
+
+
+@cache
+def hf_tekken_tokenizer() -> Tokenizer:
+    """Tekken's vocabulary as a byte-level ``tokenizers.Tokenizer``, as in Mistral NeMo's ``tokenizer.json``.
+
+    Each token's bytes are spelled with the GPT-2 byte map under the same id, the 1,000 special
+    tokens come first, and the decoder is ByteLevel. Built for decoding only (no merges).
+    """
+    from mini_vllm.mistral_tokenizers import load_tekken
+
+    vendor = load_tekken()
+    tokens = vendor.convert_ids_to_tokens(range(vendor.vocab_size))  # specials as text, the rest GPT-2 spelled
+    tokenizer = Tokenizer(models.BPE(vocab={token: i for i, token in enumerate(tokens)}, merges=[]))
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens([AddedToken(tokens[i], special=True) for i in vendor.all_special_ids])
+    return tokenizer
 
 
 class HFTokenizer:

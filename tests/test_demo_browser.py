@@ -26,7 +26,16 @@ import pytest
 from mini_vllm.demo import load_demo_tokenizer
 from mini_vllm.labs import REPO_ROOT, load_lab
 from mini_vllm.serving import BackgroundServer, build_engine
-from mini_vllm.toy_model import OSAKA_CALL, PARIS_CALL, SCRIPTS, WEATHER_CALL, ToyModel
+from mini_vllm.toy_model import (
+    OSAKA_CALL,
+    PARIS_CALL,
+    SCRIPTS,
+    STOP_ANSWER,
+    STOP_THOUGHT,
+    WEATHER_CALL,
+    WRITE_FILE_CALL,
+    ToyModel,
+)
 
 # One worker runs this whole module under pytest-xdist: one Chromium to start, not one per worker.
 pytestmark = pytest.mark.xdist_group("browser")
@@ -44,14 +53,23 @@ return {
   pipeline: text('pipeline-file'),
   naive: {state: naive.dataset.state, text: text('naive-text'), status: text('naive-status'),
           tokens: text('naive-token-count'), fffd: text('naive-fffd-count')},
-  course: {state: course.dataset.state, text: text('course-text'), reasoning: text('course-reasoning'),
+  script: document.getElementById('script').value,
+  // The content pane in order: runs of text and tool-call boxes, as the page laid them out.
+  flow: [...document.getElementById('course-text').children].map((part) =>
+    part.classList.contains('tool-call') ? {call: part.dataset.name} : {text: part.textContent}),
+  course: {state: course.dataset.state, reasoning: text('course-reasoning'),
+           text: [...document.querySelectorAll('#course-text .text')].map((run) => run.textContent).join(''),
            status: text('course-status'), tokens: text('course-token-count'), fffd: text('course-fffd-count'),
            output: text('course-output')},
-  tools: [...document.querySelectorAll('#course-tools .tool-call')].map((box) => {
+  tools: [...document.querySelectorAll('#course-text .tool-call')].map((box) => {
     const args = box.querySelector('.tool-args').textContent;
     let parsed = null, error = null;
     try { parsed = JSON.parse(args); } catch (e) { error = String(e); }
-    return {name: box.querySelector('.tool-name').textContent, json: box.dataset.json, args, parsed, error};
+    const name = box.querySelector('.tool-name');
+    const view = box.querySelector('.tool-view');
+    return {name: name.textContent, json: box.dataset.json, args, parsed, error,
+            badge: getComputedStyle(name, '::after').content,  // the verdict the reader sees beside the name
+            view: view.hidden ? null : view.innerText, raw_shown: !box.querySelector('.tool-args').hidden};
   }),
 };
 """
@@ -105,18 +123,27 @@ def server() -> Iterator[BackgroundServer]:
         yield running
 
 
-def stream(driver: Any, server: BackgroundServer, tokenizer: str, script: str, shot: str) -> dict[str, Any]:
-    """Open the page, pick a reply and a tokenizer with the page's own controls, stream it, read the result."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select, WebDriverWait
+def open_page(driver: Any, server: BackgroundServer) -> Any:
+    """Load the demo page and wait until its settings are in; returns a waiter."""
+    from selenium.webdriver.support.ui import WebDriverWait
 
     driver.get(server.base_url.removesuffix("/v1") + "/demo")
     wait = WebDriverWait(driver, 60, poll_frequency=0.05)
     wait.until(lambda d: d.execute_script("return document.body.dataset.ready") == "true")
+    return wait
+
+
+def stream(driver: Any, server: BackgroundServer, tokenizer: str, script: str, shot: str,
+           delay_ms: int = DELAY_MS) -> dict[str, Any]:
+    """Open the page, pick a reply and a tokenizer with the page's own controls, stream it, read the result."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    wait = open_page(driver, server)
     Select(driver.find_element(By.ID, "script")).select_by_value(script)
     Select(driver.find_element(By.ID, "tokenizer")).select_by_value(tokenizer)
     driver.execute_script("const s = document.getElementById('delay'); s.value = arguments[0];"
-                          "s.dispatchEvent(new Event('input'));", DELAY_MS)
+                          "s.dispatchEvent(new Event('input'));", delay_ms)
     driver.find_element(By.ID, "run").click()
     wait.until(lambda d: d.execute_script("return document.body.dataset.run") == "done",
                f"the page never finished streaming {script!r} on {tokenizer}")
@@ -181,6 +208,47 @@ def test_tool_calls_show_each_name_once_and_arguments_that_parse(browser: Any, s
         f"  shown:    {page['tools']!r}\n  expected: {expected!r}")
     assert all(tool["json"] == "valid" for tool in page["tools"]), page["tools"]
     assert "<tool_call>" not in page["course"]["output"], "the tool-call tags must not reach the content"
+
+
+def test_each_call_is_shown_where_the_model_wrote_it(browser: Any, server: BackgroundServer) -> None:
+    """The prose around a call keeps its own spaces; with the box between them no double space appears."""
+    page = stream(browser, server, "bpe", "two tools", shot="bpe-two-tools-flow")
+    expected = [{"text": "I will check both cities. "}, {"call": PARIS_CALL["name"]}, {"text": " And then: "},
+                {"call": OSAKA_CALL["name"]}, {"text": " Done."}]
+    assert page["flow"] == expected, (
+        f"text and calls must be shown in the order written:\n  shown:    {page['flow']}\n  expected: {expected}")
+
+
+def test_long_arguments_show_real_line_breaks(browser: Any, server: BackgroundServer) -> None:
+    """A file's content is shown as text, its JSON escapes undone: no literal backslash-n on screen."""
+    page = stream(browser, server, "bpe", "write file", shot="bpe-write-file", delay_ms=0)  # 600 tokens: no pacing
+    [tool] = page["tools"]
+    content = WRITE_FILE_CALL["arguments"]["content"]
+    assert tool["json"] == "valid" and tool["parsed"] == WRITE_FILE_CALL["arguments"], tool["error"]
+    assert tool["view"] is not None and not tool["raw_shown"], "a complete call is shown parsed, the raw JSON hidden"
+    assert "\\n" not in tool["view"] and content.splitlines()[1] in tool["view"].splitlines(), (
+        f"each line of the file on its own line, no literal \\n: {tool['view'][:200]!r}")
+
+
+def test_a_broken_call_is_never_marked_as_parsing(browser: Any, server: BackgroundServer) -> None:
+    """The stream ends with an error inside the call: its arguments may parse, but the call never finished."""
+    page = stream(browser, server, "bpe", "broken tool", shot="bpe-broken-tool")
+    assert page["course"]["state"] == "error" and "malformed tool call" in page["course"]["status"], page["course"]
+    [tool] = page["tools"]
+    assert tool["json"] == "incomplete" and "✓" not in tool["badge"] and "never finished" in tool["badge"], tool
+
+
+def test_think_stop_sends_its_stop_string(browser: Any, server: BackgroundServer) -> None:
+    page = stream(browser, server, "bpe", "think stop", shot="bpe-think-stop")
+    answer = STOP_ANSWER[: STOP_ANSWER.index("STOP")]
+    assert page["course"]["state"] == "done", page["course"]["status"]
+    assert (page["course"]["reasoning"], page["course"]["text"]) == (STOP_THOUGHT, answer), (
+        f"the thought whole (STOP in it does not count), the answer cut before STOP: {page['course']}")
+
+
+def test_the_page_opens_on_the_japanese_reply(browser: Any, server: BackgroundServer) -> None:
+    open_page(browser, server)
+    assert browser.execute_script(READ_PAGE)["script"] == "japanese", "the README's first example is the default"
 
 
 def test_blank_starter_shows_the_task_to_implement(browser: Any) -> None:

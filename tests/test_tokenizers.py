@@ -26,7 +26,9 @@ SPM = SentencePieceBPETokenizer.from_file()
 HF_SPM = hf_spm_tokenizer()
 CORPUS = (SHIPPED_TOKENIZER.parent / "corpus.txt").read_text(encoding="utf-8").splitlines()
 ALL_TOKENIZERS = {"byte": BYTES, "bpe": BPE, "spm": SPM, "hf-bpe": HFTokenizer(HF_BPE),
-                  "hf-byte": HFTokenizer(hf_byte_tokenizer()), "hf-spm": HFTokenizer(HF_SPM)}
+                  "hf-byte": HFTokenizer(hf_byte_tokenizer()), "hf-spm": HFTokenizer(HF_SPM),
+                  # real vocabularies (tests/test_real_tokenizers.py has the rest)
+                  "mistral": load_tokenizer("mistral"), "tekken": load_tokenizer("tekken")}
 
 
 def multilingual_samples(count: int = 200) -> list[str]:
@@ -138,7 +140,8 @@ def test_every_tokenizer_follows_the_protocol(name: str) -> None:
     assert tokenizer.decode(ids) == text
     raw = b"".join(tokenizer.decode_single_token_bytes(i) for i in ids)
     # The SentencePiece family gives the first word a space of its own, which decode strips again.
-    assert raw == text.encode("utf-8") or (name.endswith("spm") and raw == b" " + text.encode("utf-8"))
+    sentencepiece = name.endswith("spm") or name == "mistral"
+    assert raw == text.encode("utf-8") or (sentencepiece and raw == b" " + text.encode("utf-8"))
 
 
 # ------------------------------------------------------- the SentencePiece family (spm)

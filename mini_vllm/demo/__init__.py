@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from fastapi import FastAPI
-from fastapi.responses import FileResponse, HTMLResponse, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mini_vllm.engine import Engine
@@ -51,9 +51,20 @@ HIDDEN_SCRIPTS = frozenset({"long"})
 LABELS = {
     "japanese": "Japanese", "chinese": "Chinese", "emoji": "Emoji", "weather": "Tool call (weather)",
     "two tools": "Two tool calls", "stop": "Stop string (stop=[\"STOP\"])",
+    "think stop": "Thinking, then a stop string (stop=[\"STOP\"])",
 }
+DEFAULT_SCRIPT = "japanese"  # the reply the README leads with: every character several byte tokens
+# The tools the toy model calls. The server parses calls only when a request offers tools, as vLLM does.
+DEMO_TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+              for name in ("get_weather", "book_table", "write_file")]
 # Request fields a script needs to show what it is for (the chat request only; the naive pane has no pipeline).
-REQUEST_EXTRAS: dict[str, dict[str, Any]] = {"stop": {"stop": ["STOP"]}}
+REQUEST_EXTRAS: dict[str, dict[str, Any]] = {
+    "stop": {"stop": ["STOP"]}, "think stop": {"stop": ["STOP"]},
+    **{key: {"tools": DEMO_TOOLS} for key in ("think then call", "two tools", "write file", "broken tool", "weather")},
+}
+# A tab icon, so the browser's automatic /favicon.ico request is not a 404 in every log.
+FAVICON_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+               'fill="#8a5a00"/><text x="8" y="12" font-size="10" text-anchor="middle" fill="#fff">v</text></svg>')
 
 
 @functools.cache
@@ -178,14 +189,19 @@ def add_demo_routes(app: FastAPI, pipeline: ModuleType | None = None, model_name
     async def javascript() -> FileResponse:
         return FileResponse(PAGE_DIR / "demo.js", media_type="text/javascript; charset=utf-8")
 
-    @app.get("/demo/scripts")
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        return Response(FAVICON_SVG, media_type="image/svg+xml")
+
+    @app.get("/demo/scripts", include_in_schema=False)
     async def scripts() -> dict[str, Any]:
         return {"tokenizers": list(TOKENIZER_NAMES), "default_tokenizer": default_tokenizer,
+                "default_script": DEFAULT_SCRIPT,
                 "model": model_name, "max_delay_ms": MAX_DELAY_MS, "pipeline": describe_pipeline(lab),
                 "scripts": [{"key": key, "label": label, "request": REQUEST_EXTRAS.get(key, {})}
                             for key, label in demo_scripts().items()]}
 
-    @app.get("/demo/token-bytes")
+    @app.get("/demo/token-bytes", include_in_schema=False)
     async def token_bytes(tokenizer: str | None = None, script: str | None = None,
                           delay_ms: str | None = None) -> Any:
         try:

@@ -99,8 +99,22 @@ async function runNaive(params, signal) {
 
 // ---- right pane: the course pipeline over the real OpenAI endpoint ----------------------------
 
+// The reply is shown in the order the model wrote it: runs of text, and each tool call's box where
+// the call was. The prose around a call keeps its own spaces ("cities. " and " And then:"); put
+// side by side without the box between them, they would read as a double space that was never written.
+function appendText(text) {
+  const flow = $("course-text");
+  let run = flow.lastElementChild;
+  if (!run || !run.classList.contains("text")) {
+    run = document.createElement("span");
+    run.className = "text";
+    flow.append(run);
+  }
+  run.append(text);
+}
+
 function toolCallBox(index) {
-  let box = document.querySelector(`#course-tools .tool-call[data-index="${index}"]`);
+  let box = document.querySelector(`#course-text .tool-call[data-index="${index}"]`);
   if (!box) {
     box = document.createElement("div");
     box.className = "tool-call";
@@ -108,9 +122,12 @@ function toolCallBox(index) {
     const name = document.createElement("div");
     name.className = "tool-name";
     const args = document.createElement("pre");
-    args.className = "tool-args";
-    box.append(name, args);
-    $("course-tools").append(box);
+    args.className = "tool-args"; // the raw JSON as it streams
+    const view = document.createElement("dl");
+    view.className = "tool-view"; // the parsed arguments, once the call is complete
+    view.hidden = true;
+    box.append(name, args, view);
+    $("course-text").append(box);
   }
   return box;
 }
@@ -121,7 +138,7 @@ function showDelta(delta) {
     $("course-reasoning").hidden = false;
     $("course-reasoning").append(reasoning);
   }
-  if (delta.content) $("course-text").append(delta.content);
+  if (delta.content) appendText(delta.content);
   for (const call of delta.tool_calls || []) {
     const box = toolCallBox(call.index ?? 0);
     const fn = call.function || {};
@@ -134,15 +151,40 @@ function showDelta(delta) {
   }
 }
 
-function checkToolArguments() {
-  for (const box of document.querySelectorAll("#course-tools .tool-call")) {
+// Each argument on its own line, a string as the text it stands for: the JSON escape "\n" in a
+// file's content becomes a real line break, and the raw JSON is hidden.
+function showArguments(box, parsed) {
+  const view = box.querySelector(".tool-view");
+  const entries = parsed && typeof parsed === "object" && !Array.isArray(parsed) ? Object.entries(parsed) : [];
+  for (const [key, value] of entries) {
+    const term = document.createElement("dt");
+    term.textContent = key;
+    const shown = document.createElement("dd");
+    shown.textContent = typeof value === "string" ? value : JSON.stringify(value, null, 2);
+    view.append(term, shown);
+  }
+  if (entries.length) {
+    view.hidden = false;
+    box.querySelector(".tool-args").hidden = true;
+  }
+}
+
+// A call is complete when the next one starts, or when the stream ends normally. Arguments that
+// happen to parse are no proof: a call cut off by an error can end on a well-formed "{...}".
+function checkToolArguments(streamFailed) {
+  const boxes = [...document.querySelectorAll("#course-text .tool-call")];
+  boxes.forEach((box, i) => {
+    if (streamFailed && i === boxes.length - 1) {
+      box.dataset.json = "incomplete";
+      return;
+    }
     try {
-      JSON.parse(box.querySelector(".tool-args").textContent);
+      showArguments(box, JSON.parse(box.querySelector(".tool-args").textContent));
       box.dataset.json = "valid";
     } catch (_) {
       box.dataset.json = "invalid";
     }
-  }
+  });
 }
 
 async function runCourse(params, signal) {
@@ -169,8 +211,8 @@ async function runCourse(params, signal) {
   for await (const data of sseData(response)) {
     if (data === "[DONE]") break;
     const chunk = JSON.parse(data);
-    if (chunk.error) { // a stub reached mid-stream: the server reports it in-band
-      checkToolArguments();
+    if (chunk.error) { // a stub or a malformed call mid-stream: the server reports it in-band
+      checkToolArguments(true);
       setState("course", "error", describeError(chunk.error));
       return;
     }
@@ -183,14 +225,14 @@ async function runCourse(params, signal) {
     }
     $("course-fffd-count").textContent = countReplacements($("course-output").textContent);
   }
-  checkToolArguments();
+  checkToolArguments(false);
   setState("course", "done", `done: finish_reason=${finish}, ${chunks} chunks`);
 }
 
 // ---- controls ---------------------------------------------------------------------------------
 
 function resetPanes() {
-  for (const id of ["naive-text", "naive-tokens", "course-reasoning", "course-text", "course-tools"]) {
+  for (const id of ["naive-text", "naive-tokens", "course-reasoning", "course-text"]) {
     $(id).replaceChildren();
   }
   $("course-reasoning").hidden = true;
@@ -242,6 +284,7 @@ async function init() {
   for (const script of config.scripts) $("script").append(new Option(script.label, script.key));
   for (const name of config.tokenizers) $("tokenizer").append(new Option(name, name));
   $("tokenizer").value = config.default_tokenizer;
+  $("script").value = config.default_script;
   // /demo?script=japanese&tokenizer=byte&delay=20&run=1 opens the page on a chosen case.
   const wanted = new URLSearchParams(location.search);
   if (wanted.has("script")) $("script").value = wanted.get("script");

@@ -36,6 +36,7 @@ EQUIVALENTS_FILE = "equivalent_mutants.txt"
 RESULTS_DIR = REPO_ROOT / "build" / "mutants"
 SEPARATOR = "  ## "
 PER_TEST_TIMEOUT_S = 30
+UNCHANGED = "<the solution, unchanged>"
 
 
 @dataclass(frozen=True)
@@ -84,12 +85,15 @@ def run(lab: Path, chosen: list[Mutant], jobs: int) -> dict[str, int]:
     """Exit codes of the lab's tests for each chosen mutant, spread over ``jobs`` worker processes."""
     with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
         files = {}
+        # The unmodified solution runs first in each worker: if the tests fail on it (or fail to
+        # collect), every mutant would look killed, so the run stops instead (see ``main``).
+        chosen = [Mutant(UNCHANGED, 0, (lab / "solution.py").read_text(encoding="utf-8")), *chosen]
         for k, mutant in enumerate(chosen):
             path = Path(scratch) / f"mutant_{k:04d}.py"
             path.write_text(mutant.source, encoding="utf-8")
             files[path.name] = mutant.id
-        names = sorted(files)
-        shares = [names[j::jobs] for j in range(jobs)]
+        first, *names = sorted(files)
+        shares = [[first, *names[j::jobs]] for j in range(jobs)]
         workers = []
         for j, share in enumerate(s for s in shares if s):
             out = Path(scratch) / f"worker_{j}.json"
@@ -103,7 +107,8 @@ def run(lab: Path, chosen: list[Mutant], jobs: int) -> dict[str, int]:
             _, errors = process.communicate()
             if not out.exists():
                 raise RuntimeError(f"a mutant worker died (exit {process.returncode}):\n{errors[-2000:]}")
-            codes.update({files[name]: code for name, code in json.loads(out.read_text()).items()})
+            for name, code in json.loads(out.read_text()).items():
+                codes[files[name]] = max(code, codes.get(files[name], 0))  # the unchanged run: any failure counts
     return codes
 
 
@@ -162,7 +167,12 @@ def main(argv: list[str]) -> int:
     to_run = [m for m in chosen if m.id not in equivalents]
     print(f"{lab.name}: running {len(to_run)} mutants on {options.jobs} worker(s)...", flush=True)
     started = time.monotonic()
-    codes = run(lab, to_run, max(1, options.jobs)) if to_run else {}
+    codes = run(lab, to_run, max(1, options.jobs)) if to_run else {UNCHANGED: 0}
+    unchanged = codes.pop(UNCHANGED)
+    if unchanged != 0:
+        print(f"the lab's tests do not pass on the unchanged solution.py (pytest exit {unchanged}), so no verdict "
+              f"on a mutant would mean anything: run `LAB_IMPL=solution make lab-{lab_number(lab.name)}` and fix that")
+        return 2
     outcomes = [Outcome(m.id, m.line, "equivalent" if m.id in equivalents else verdict(codes[m.id])) for m in chosen]
     print(report(lab, outcomes, {} if partial else equivalents, time.monotonic() - started))
     # A partial run updates the saved verdicts of what it ran, so --survivors shrinks as tests improve.

@@ -21,10 +21,11 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mini_vllm.labs import lab_number
+from mini_vllm.labs import impl_path, lab_number
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,21 @@ class OnlyWhatTheVariantOwes:
             (keep if owed else drop).append(item)
         items[:] = keep
         config.hook.pytest_deselected(items=drop)
+
+
+def run_reference_with_mistake(lab: str, mistake: dict[str, str], namespace: dict[str, Any]) -> None:
+    """Run ``lab``'s reference solution, with each ``{right: wrong}`` piece of its text replaced, in ``namespace``.
+
+    A variant that is "the reference with one mistake" is then three lines: the mistake,
+    and ``run_reference_with_mistake("lab-06", MISTAKE, globals())``. Each ``right`` must
+    occur exactly once, so a variant whose reference moved on fails loudly, not silently.
+    """
+    source = impl_path(lab, "solution").read_text(encoding="utf-8")
+    for right, wrong in mistake.items():
+        if source.count(right) != 1:
+            raise ValueError(f"{right.strip()[:60]!r} is not in {lab}'s solution exactly once: update the variant")
+        source = source.replace(right, wrong)
+    exec(compile(source, namespace.get("__file__", lab), "exec"), namespace)
 
 
 def grade_variant(lab_dir: Path, variant: Variant, results: Path) -> int:

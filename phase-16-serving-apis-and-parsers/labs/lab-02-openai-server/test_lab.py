@@ -56,9 +56,13 @@ TASKS = {
 }
 pytestmark = pytest.mark.composes("01", "03", "04", "05", "06")
 
-TOKENIZERS = ["byte", "bpe", "spm"]  # one of each family: mini_vllm.load_tokenizer names
+TOKENIZERS = ["byte", "bpe", "spm", "mistral", "tekken"]  # one of each family: mini_vllm.load_tokenizer names
 TEXT_PROMPTS = ["hello", "japanese", "chinese", "emoji"]
 LONG = 2_048  # max_tokens for the long call: about 1,000 tokens with the byte tokenizer
+# The tools a client offers. The server parses calls only when the request offers tools (and
+# tool_choice is not "none"), as vLLM does, so every chat request here offers the toy model's.
+TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+         for name in dict.fromkeys(call["name"] for call in (WEATHER_CALL, PARIS_CALL, OSAKA_CALL, WRITE_FILE_CALL))]
 
 # A bug in one task costs points in that task only, so each test runs the server with YOUR code
 # for its own task and the reference for the parts it does not grade:
@@ -75,6 +79,9 @@ YOUR_FORMATTER = SimpleNamespace(OutputPipeline=reference.OutputPipeline, ChunkF
 # where one pipeline output can carry text and call entries at once.
 PUSH_SERVERS = [("byte", 1), ("spm", 3)]
 STEADY_SERVERS = [("byte", 1), ("spm", 1)]
+# Real models' vocabularies, one server each (task 1): Tekken, whose tokens straddle characters,
+# two ids per step; Mistral 7B's SentencePiece, byte fallback and all, one per step.
+REAL_SERVERS = [("tekken", 2), ("mistral", 1)]
 FORMAT_SERVERS = [("byte", 3)]
 
 
@@ -166,7 +173,7 @@ def ask(server: BackgroundServer, prompt: str, **options: Any) -> Any:
     if key not in _replies:
         with stubs_raise():
             reply = client(server).chat.completions.create(
-                model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], **options)
+                model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], **{"tools": TOOLS, **options})
             _replies[key] = list(reply) if options.get("stream") else reply
     return _replies[key]
 
@@ -235,7 +242,8 @@ def wire(server: BackgroundServer) -> httpx.Client:
 
 def raw_sse(server: BackgroundServer, body: dict[str, Any], path: str = "/chat/completions") -> list[str]:
     """The exact lines on the wire, for the tests about framing."""
-    with wire(server).stream("POST", server.base_url + path, json={"model": MODEL_NAME, **body}) as response:
+    offer = {"tools": TOOLS} if path == "/chat/completions" else {}
+    with wire(server).stream("POST", server.base_url + path, json={"model": MODEL_NAME, **offer, **body}) as response:
         if response.status_code == 501:
             raise NotImplementedError(stub_message(response.read().decode()))
         assert response.status_code == 200, f"the server answered {response.status_code}: {response.read()!r}"
@@ -264,10 +272,79 @@ def test_pipeline_alone_reassembles_the_reply(tokenizer: Any, prompt: str) -> No
     pipeline = lab.OutputPipeline(tokenizer, tokenizer.encode(prompt), SamplingParams(), parse_tool_calls=True)
     outputs = [pipeline.push(i) for i in ids]
     last = pipeline.finish("stop")
-    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, "")
+    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, None)  # checked as a whole, below
              for i, out in zip(ids, outputs, strict=True)]
-    assert "".join(o.text for o in outputs) + last.text == reply, format_trace(steps, "pipeline", ("text", ""))
-    assert not any("\ufffd" in o.text for o in outputs), format_trace(steps, "pipeline", ("text", ""))
+    assert "".join(o.text for o in outputs) + last.text == reply, format_trace(
+        steps, "the pushed text plus finish must join to the reply, exactly", ("text", ""))
+    assert not any("\ufffd" in o.text for o in outputs), format_trace(
+        steps, "valid text never shows U+FFFD: hold a character until its last byte", ("text", ""))
+
+
+# Pipeline-alone checks of the rules above, one byte per token (no server, no family quirks).
+BYTES = load_tokenizer("byte")
+
+
+def push_bytes(reply: str, engine_finish: str = "stop", **options: Any) -> tuple[list[Any], Any, Any]:
+    """Push ``reply`` one byte-token at a time (stopping where the pipeline says it stopped), then finish."""
+    params = SamplingParams(**{k: v for k, v in options.items() if k in ("stop", "include_stop_str_in_output")})
+    switches = {k: v for k, v in options.items() if k in ("parse_tool_calls", "parse_reasoning")}
+    pipeline = lab.OutputPipeline(BYTES, [], params, **{"parse_tool_calls": True, **switches})
+    outputs = []
+    for token_id in BYTES.encode(reply):
+        outputs.append(pipeline.push(token_id))
+        if pipeline.stopped:
+            break
+    return outputs, pipeline.finish(engine_finish), pipeline
+
+
+def written_call(name: str, arguments: dict[str, Any]) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+@pytest.mark.task(1)
+def test_pipeline_alone_parses_thoughts_only_when_asked() -> None:
+    """parse_reasoning defaults to False: a server without a reasoning parser shows the tags as text, as vLLM does."""
+    reply = "<think>maybe</think>yes"
+    outputs, last, _ = push_bytes(reply, parse_tool_calls=False)
+    text = "".join(o.text for o in [*outputs, last])
+    thought = "".join(o.reasoning for o in [*outputs, last])
+    assert (text, thought) == (reply, ""), (
+        f"without parse_reasoning=True the reply is all answer, tags included: text {text!r}, reasoning {thought!r}")
+
+
+@pytest.mark.task(1)
+def test_pipeline_alone_says_it_stopped_at_the_stop_string() -> None:
+    """``stopped`` turns True at the step that completes a stop string, so the server ends the request there."""
+    pipeline = lab.OutputPipeline(BYTES, [], SamplingParams(stop=("END",)), parse_tool_calls=False)
+    flags = []
+    for token_id in BYTES.encode("abc END more"):
+        pipeline.push(token_id)
+        flags.append(pipeline.stopped)
+    when = flags.index(True) if True in flags else None
+    assert when == len("abc END") - 1, (
+        f"after a stop string completes, the reply is over: stopped must become True at step {len('abc END')} "
+        f"(the D of END), got {'never' if when is None else f'step {when + 1}'}")
+
+
+def check_two_calls_reported(stop: tuple[str, ...]) -> None:
+    """Two calls pushed byte by byte: StepOutput.tool_calls and the fragments report each exactly once."""
+    first, second = {"city": "Paris"}, {"city": "大阪"}
+    reply = "Two: " + written_call("get_weather", first) + " and " + written_call("get_weather", second)
+    outputs, last, _ = push_bytes(reply, stop=stop)
+    calls = [(c.name, c.arguments) for o in [*outputs, last] for c in o.tool_calls]
+    assert calls == [("get_weather", first), ("get_weather", second)], (
+        f"each completed call once, in order, with its arguments: got {calls}")
+    fragments = {}
+    for delta in (d for o in [*outputs, last] for d in o.tool_call_deltas):
+        fragments[delta.index] = fragments.get(delta.index, "") + (delta.arguments_fragment or "")
+    assert fragments == {0: json.dumps(first), 1: json.dumps(second)}, (
+        f"the streamed fragments of each call join to its arguments as written: got {fragments}")
+
+
+@pytest.mark.task(1)
+def test_pipeline_alone_reports_each_completed_call_once() -> None:
+    """StepOutput.tool_calls lists each call once, in the step it completes (lab-07 frames calls from it)."""
+    check_two_calls_reported(stop=())
 
 
 @pytest.mark.task(1)
@@ -280,6 +357,24 @@ def test_streamed_chat_reassembles_exactly(server: BackgroundServer, prompt: str
         f"the streamed deltas must add up to the reply, byte for byte:\n  got      {text!r}\n"
         f"  expected {script_for(prompt)!r}")
     assert not any("\ufffd" in piece for piece in pieces), f"a broken character reached the client: {pieces}"
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize(("tokenizer", "tokens_per_step"), REAL_SERVERS, ids=server_ids(REAL_SERVERS))
+def test_real_vocabularies_stream_exactly(servers: Any, tokenizer: str, tokens_per_step: int) -> None:
+    """`serve --tokenizer mistral|tekken`: split characters and a tool call arrive whole through the official client."""
+    server = servers(tokenizer, tokens_per_step)
+    for prompt in ("japanese", "emoji"):  # the replies these vocabularies split most
+        chunks = stream_chat(server, prompt)
+        text, _, _ = reassemble(chunks)
+        pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        assert text == script_for(prompt), f"{tokenizer}: {prompt!r} streamed as {text!r}"
+        assert not any("\ufffd" in piece for piece in pieces), (
+            f"{tokenizer}: a broken character reached the client: {pieces}")
+    text, calls, _ = reassemble(stream_chat(server, "weather"))  # (its finish reason is task 2's rule)
+    assert text == "Let me check the weather for you.", f"{tokenizer}: only the prose is content, got {text!r}"
+    assert [json.loads(c.function.arguments) for c in calls] == [WEATHER_CALL["arguments"]], (
+        f"{tokenizer}: the call's arguments must be the ones the model wrote: {calls}")
 
 
 @pytest.mark.task(1)
@@ -398,7 +493,7 @@ def test_a_malformed_call_is_reported_not_dropped(server: BackgroundServer) -> N
     seen: list[Any] = []
     with pytest.raises(openai.APIError) as raised, stubs_raise():
         for chunk in client(server).chat.completions.create(
-                model=MODEL_NAME, messages=[{"role": "user", "content": "broken tool"}], stream=True):
+                model=MODEL_NAME, messages=[{"role": "user", "content": "broken tool"}], stream=True, tools=TOOLS):
             seen.append(chunk)
     assert "malformed tool call" in str(raised.value), f"the error must say what went wrong: {raised.value}"
     text, calls, _ = reassemble(seen)
@@ -539,6 +634,43 @@ def test_a_reply_with_calls_finishes_with_tool_calls(steady_server: BackgroundSe
         f"{prompt!r}, not streamed: finish_reason must be 'tool_calls' too, got {whole.finish_reason!r}")
 
 
+@pytest.mark.task(2)
+def test_finish_reports_a_malformed_call_loudly() -> None:
+    """A call the model never closed, at EOS, is a parse error (lab-01's), not text and not silence."""
+    tool_lab = load_lab("lab-01")
+    with pytest.raises(tool_lab.ToolCallParseError):
+        push_bytes('Sure. <tool_call>{"name": "get_weather", "arguments": {"city": "Pa', engine_finish="stop")
+
+
+@pytest.mark.task(2)
+def test_finish_completes_a_call_whose_end_a_stop_string_held() -> None:
+    """A stop string that begins like a call's end (``}}</tool_call>!``) holds the last brace and the end
+    tag until ``finish``: the call completes there, and must still be reported, with its last fragment."""
+    check_two_calls_reported(stop=("}}</tool_call>!",))
+
+
+@pytest.mark.task(2)
+@pytest.mark.parametrize(("reply", "stop", "shown"), [
+    ('Hi <tool_call>{"na', (), 'Hi <tool_call>{"na'),
+    ('<tool_call>{"name": "f", "arguments": {"a": 1', (), ""),
+    (written_call("f", {"a": 1}) + '<tool_call>{"na', (), '<tool_call>{"na'),
+    ('Hi <tool_call>{"na', ('Hi <tool_call>{"name": "x!',), 'Hi <tool_call>{"na'),
+], ids=["before-the-name", "after-the-name", "second-call-before-its-name", "held-by-a-stop-prefix"])
+def test_max_tokens_inside_a_call(reply: str, stop: tuple[str, ...], shown: str) -> None:
+    """Cut by max_tokens inside a call: finish_reason "length", and nothing the model wrote is lost.
+
+    Once a call's name went out, the client has that (truncated) call. Before that, the
+    call is not on the wire, so what the model wrote must reach the client as text.
+    """
+    outputs, last, _ = push_bytes(reply, engine_finish="length", stop=stop)
+    text = "".join(o.text for o in [*outputs, last])
+    assert last.finish_reason == "length", (
+        f"max_tokens ended the reply: finish_reason 'length', got {last.finish_reason!r}")
+    assert text == shown, (
+        f"cut inside a call whose name {'had not' if shown else 'had'} gone out: "
+        f"the text must be {shown!r}, got {text!r}")
+
+
 # ------------------------------------------------------------ task 3: OpenAI chunks on the wire
 
 
@@ -654,9 +786,10 @@ def test_the_sdk_accumulator_rebuilds_each_call(format_server: BackgroundServer,
                                                 expected: list[dict[str, Any]]) -> None:
     """The official client's own accumulator (client.chat.completions.stream) must see each call once."""
     with stubs_raise(), client(format_server).chat.completions.stream(
-            model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], max_tokens=LONG) as stream:
-        for _ in stream:
-            pass
+            model=MODEL_NAME, messages=[{"role": "user", "content": prompt}], max_tokens=LONG, tools=TOOLS) as stream:
+        events = sum(1 for _ in stream)
+        assert events, ("the official client read no chunk from the stream: each must go out as one SSE event, "
+                        "'data: {json}' and a blank line")
         final = stream.get_final_completion()
     calls = final.choices[0].message.tool_calls or []
     assert [c.function.name for c in calls] == [c["name"] for c in expected], (
@@ -664,6 +797,64 @@ def test_the_sdk_accumulator_rebuilds_each_call(format_server: BackgroundServer,
     assert [json.loads(c.function.arguments) for c in calls] == [c["arguments"] for c in expected], (
         "the arguments the SDK put together must json.loads to the scripted ones")
     assert final.choices[0].finish_reason == "tool_calls", "a reply that made calls finishes with tool_calls"
+
+
+CHUNK_KEYS = {"id", "object", "created", "model", "choices"}
+CHOICE_KEYS = {"index", "logprobs", "finish_reason"}  # plus "delta" (chat) or "text" (completion)
+
+
+def shape_problems(chunks: list[dict[str, Any]], body: str) -> list[str]:
+    """Where each chunk differs from OpenAI's documented chunk shape (the oracle written here)."""
+    problems = []
+    for n, chunk in enumerate(chunks, 1):
+        if set(chunk) != CHUNK_KEYS:
+            problems.append(f"chunk {n}: keys {sorted(chunk)}, OpenAI's are {sorted(CHUNK_KEYS)}")
+        for choice in chunk.get("choices", []):
+            keys = set(choice) - {"stop_reason"}  # vLLM's extra field, allowed on any choice
+            if keys != CHOICE_KEYS | {body} or choice.get("index") != 0 or choice.get("logprobs", 0) is not None:
+                problems.append(f"chunk {n}: choice {choice}: OpenAI's choice is index 0, {body}, "
+                                "logprobs null, finish_reason")
+    return problems
+
+
+@pytest.mark.task(3)
+def test_every_chunk_has_openais_fields() -> None:
+    """The fields of each chunk, role once, the finish chunk's stop_reason, the usage chunk: as OpenAI sends them."""
+    step = lab.StepOutput
+    chat = lab.ChunkFormatter("chat", "chatcmpl-7", "toy", 1700000000)
+    outs = [step(reasoning="hmm"), step(text="Hi"), step(text=" there"), step(finish_reason="stop", stop_reason="END")]
+    chunks = [c for out in outs for c in chat.chunks(out)]
+    problems = shape_problems(chunks, "delta")
+    assert not problems, "every chat chunk has exactly OpenAI's fields:\n  " + "\n  ".join(problems[:4])
+    roles = [n for n, c in enumerate(chunks, 1) if "role" in c["choices"][0]["delta"]]
+    assert roles == [1], f"the role goes out once, in the first chunk: it is in chunks {roles}"
+    thought = "".join(c["choices"][0]["delta"].get("reasoning", "") for c in chunks)
+    assert thought == "hmm", f"the thought goes out as delta.reasoning: got {thought!r} from {chunks[:2]}"
+    final = chunks[-1]["choices"][0]
+    assert (final["finish_reason"], final.get("stop_reason")) == ("stop", "END"), (
+        f"the last chunk carries finish_reason and the stop that matched (stop_reason): {final}")
+    usage = chat.usage_chunk(3, 4)
+    assert usage == {"id": "chatcmpl-7", "object": "chat.completion.chunk", "created": 1700000000, "model": "toy",
+                     "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}, (
+        f"the usage chunk: the stream's id, object, created and model, no choices, the three counts: {usage}")
+    completion = lab.ChunkFormatter("completion", "cmpl-7", "toy", 1700000000)
+    texts = [c for out in (step(text="Hi"), step(finish_reason="length")) for c in completion.chunks(out)]
+    problems = shape_problems(texts, "text")
+    assert not problems, "every completion chunk has exactly OpenAI's fields:\n  " + "\n  ".join(problems[:4])
+    assert [c["choices"][0]["finish_reason"] for c in texts] == [None, "length"], (
+        f"/v1/completions: the text, then a chunk that carries the finish reason: {texts}")
+
+
+@pytest.mark.task(3)
+def test_a_call_entry_names_the_call_and_opens_its_arguments() -> None:
+    """A call's first entry: index, id, type "function", and function with exactly name and arguments."""
+    formatter = lab.ChunkFormatter("chat", "chatcmpl-7", "toy", 1700000000)
+    delta = SimpleNamespace(index=0, name="get_weather", arguments_fragment='{"city"')
+    entries = [e for c in formatter.chunks(lab.StepOutput(tool_call_deltas=[delta]))
+               for e in c["choices"][0]["delta"].get("tool_calls", [])]
+    assert len(entries) == 1 and set(entries[0]) == {"index", "id", "type", "function"} \
+        and entries[0]["function"] == {"name": "get_weather", "arguments": '{"city"'}, (
+            f"one entry: index, id, type, and function {{name, arguments}} (the fragment so far): {entries}")
 
 
 # ------------------------------------------- task 4: reasoning in its own channel (lab-06)
@@ -700,11 +891,12 @@ def test_pipeline_alone_keeps_stop_strings_out_of_the_thought(tokenizer: Any) ->
     for i in ids:
         out = pipeline.push(i)
         outputs.append(out)
-        steps.append(Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, out.reasoning))
+        steps.append(Step(str(i), tokenizer.decode_single_token_bytes(i),
+                          f"answer[{out.text}] thought[{out.reasoning}]", None))  # both are yours: no oracle column
         if pipeline.stopped:
             break
     last = pipeline.finish("stop")
-    table = format_trace(steps, "pipeline: token -> answer (emitted) / thought (right column)", ("answer", "thought"))
+    table = format_trace(steps, "what the pipeline pushed, token by token", ("pushed", ""))
     thought = "".join(o.reasoning for o in outputs) + last.reasoning
     answer = "".join(o.text for o in outputs) + last.text
     assert routed(thought) == routed(STOP_THOUGHT), (
@@ -806,6 +998,16 @@ def test_reasoning_field_can_be_reasoning_content(deepseek_style_server: Backgro
     whole = ask(deepseek_style_server, "think").choices[0]
     assert routed(extra(whole.message, "reasoning_content")) == routed(THOUGHT), (
         "not streamed: the thought is message.reasoning_content")
+
+
+@pytest.mark.task(4)
+def test_a_thought_cut_by_max_tokens_keeps_its_held_tail() -> None:
+    """What the reasoning parser still holds at the end (a possible '</think>') is released as thought."""
+    outputs, last, _ = push_bytes("<think>almost done</thi", engine_finish="length", parse_reasoning=True)
+    thought = "".join(o.reasoning for o in [*outputs, last])
+    text = "".join(o.text for o in [*outputs, last])
+    assert (thought, text) == ("almost done</thi", ""), (
+        f"a thought cut short stays a thought, held tail included: reasoning {thought!r}, content {text!r}")
 
 
 # -------------------------------------------------------------------------- control
