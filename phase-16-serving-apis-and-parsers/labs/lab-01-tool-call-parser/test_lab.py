@@ -31,7 +31,7 @@ from mini_vllm.testing.strategies import (
     tool_call_replies,
     written_tool_call_replies,
 )
-from mini_vllm.testing.trace import FIRST_DIFFERENCE, Step, format_trace, quote
+from mini_vllm.testing.trace import Step, format_trace, quote
 
 lab = load_lab("lab-01")
 
@@ -103,26 +103,6 @@ def prose_due(reply: GeneratedReply, fed: int) -> str:
     return "".join(shown) + tail[: len(tail) - len(held)]
 
 
-def windowed(table: str, around: int = 3) -> str:
-    """A trace cut down to a few rows around its first wrong step (a long stream has hundreds)."""
-    lines = table.splitlines()
-    rows = [i for i, line in enumerate(lines) if line[:4].strip().isdigit()]
-    if len(rows) <= 2 * around + 3:
-        return table
-    marked = next((i for i in rows if FIRST_DIFFERENCE in lines[i]), rows[-1])
-    keep = {i for i in rows if abs(i - marked) <= around} | {rows[0], rows[-1]}
-    out, skipped = [], 0
-    for i, line in enumerate(lines):
-        if i in rows and i not in keep:
-            skipped += 1
-            continue
-        if skipped:
-            out.append(f"      ... {skipped} {'step(s) as expected' if i <= marked else 'later step(s)'}")
-            skipped = 0
-        out.append(line)
-    return "\n".join(out)
-
-
 def trace(chunks: Sequence[str], reply: GeneratedReply) -> str:
     """Your stream's content, delta by delta, beside what the oracle says is due at each step."""
     parser = lab.StreamingToolParser()
@@ -138,7 +118,7 @@ def trace(chunks: Sequence[str], reply: GeneratedReply) -> str:
             break
         steps.append(Step(label, chunk or "", shown, now_due[len(due) :]))
         due = now_due
-    return windowed(format_trace(steps, "the content, delta by delta (expected: the prose the oracle says is due)"))
+    return format_trace(steps, "the content, delta by delta (expected: the prose the oracle says is due)")
 
 
 # ------------------------------------------------------------- task 1: one block, checked
@@ -619,8 +599,8 @@ def call_trace(chunks: Sequence[str], reply: WrittenReply) -> str:
             steps.append(Step(label, chunk or "", f"raised {type(error).__name__}", expected[i]))
             break
         steps.append(Step(label, chunk or "", " ".join(shown(d) for d in message.tool_call_deltas), expected[i]))
-    return windowed(format_trace(steps, "the calls, delta by delta: '#0 name=f +{\"a' is call 0, its name, and the "
-                                        "arguments text it sends", ("sent", "expected")))
+    return format_trace(steps, "the calls, delta by delta: '#0 name=f +{\"a' is call 0, its name, and the "
+                               "arguments text it sends", ("sent", "expected"))
 
 
 # A chunking the tests can name in an @example: chunk sizes, repeated until the text runs out.
