@@ -153,6 +153,8 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
             return Response(status_code=499)
         return JSONResponse(merge_chunks(collected, kind, reasoning_field))
 
+    from mini_vllm.server_events import add_event_routes  # imports this module's plumbing: imported last
+    add_event_routes(app, engine, model_name, pipeline)  # POST /v1/responses and /v1/messages (lab-07)
     app.openapi = lambda: openapi_without_422(app)  # type: ignore[method-assign]
     return app
 

@@ -5,7 +5,9 @@ curl) can ask for exactly the case it wants to see: multilingual text, emoji, a 
 string, one or two tool calls, a call with a long argument (a file written through a tool),
 a malformed call, a long reply to interrupt, or a reasoning model's `<think>` replies.
 Like a real model, it reads the end of its prompt: when the chat template already opened
-the thought (``<think>\n``), it does not write `<think>` again.
+the thought (``<think>\n``), it does not write `<think>` again, and when the last turn is a
+tool's result (a ChatML ``tool`` turn), it answers by quoting that result, so an agent loop
+that called a tool can finish.
 """
 
 from __future__ import annotations
@@ -80,6 +82,23 @@ def script_for(user_message: str, seed: int = 0) -> str:
     return random.Random(f"{seed}:{user_message}").choice(GREETINGS)
 
 
+# A tool's result is the last turn of the prompt: ChatML's "tool" turn, then the assistant's opening.
+TOOL_TURN, TURN_END, ASSISTANT_OPENING = "<|im_start|>tool\n", "<|im_end|>\n", "<|im_start|>assistant\n"
+TOOL_RESULT_REPLY = "The tool says: {}"
+TAIL_IDS = 2048  # how far back the model looks for that turn (never the whole of a huge prompt)
+
+
+def tool_result(prompt_tail: str) -> str | None:
+    """The tool's output when the prompt ends with a tool turn and the assistant's opening, else None."""
+    start = prompt_tail.rfind(TOOL_TURN)
+    if start < 0:
+        return None
+    result, end, rest = prompt_tail[start + len(TOOL_TURN) :].rpartition(TURN_END)
+    if not end or rest not in (ASSISTANT_OPENING, ASSISTANT_OPENING + THINK_OPEN + "\n"):
+        return None
+    return result
+
+
 class ToyModel:
     """Turns a user message into the token ids of its scripted reply, ending with EOS."""
 
@@ -93,9 +112,14 @@ class ToyModel:
                 self.tokenizer.eos_token_id]
 
     def reply_text(self, user_message: str, prompt_ids: Sequence[int] = ()) -> str:
-        """The scripted reply, continuing the prompt: a thought the template opened is not opened again."""
-        reply = script_for(user_message, self.seed)
-        tail = self.tokenizer.decode(list(prompt_ids[-16:])) if prompt_ids else ""
+        """The scripted reply, continuing the prompt: a thought the template opened is not opened again.
+
+        When the last turn of the prompt is a tool's result, the reply quotes it (an agent loop
+        can then finish) instead of answering the user's message again.
+        """
+        tail = self.tokenizer.decode(list(prompt_ids[-TAIL_IDS:])) if prompt_ids else ""
+        result = tool_result(tail)
+        reply = TOOL_RESULT_REPLY.format(result) if result is not None else script_for(user_message, self.seed)
         if not tail.endswith(THINK_OPEN + "\n"):
             return reply
         if reply.startswith(THINK_OPEN + "\n"):

@@ -158,7 +158,7 @@ def test_an_unexpected_exception_is_a_500_in_openai_shape_and_the_connection_liv
 
 def test_the_error_shape_is_chosen_per_path(server: BackgroundServer) -> None:
     """A route prefix can have its provider's shape: /v1/messages answers as Anthropic does."""
-    response = httpx.post(f"http://127.0.0.1:{server.port}/v1/messages", json={"model": MODEL_NAME})
+    response = httpx.post(f"http://127.0.0.1:{server.port}/v1/messages/no_such_route", json={"model": MODEL_NAME})
     assert response.json() == {"type": "error", "error": {"type": "not_found_error",
                                                           "message": response.json()["error"]["message"]}}
 
