@@ -1,25 +1,13 @@
 """Lab 01 reference solution: tool calls out of streamed model text (Hermes / Qwen format).
 
-A tool-calling model writes ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
-inside its reply. Two hold-backs turn that text into structured calls while it streams:
-
-- in content, hold only the longest suffix that could still become ``<tool_call>``
-  (the stop-string rule of lab-05, with one "stop");
-- inside a block, wait for ``</tool_call>``, but only outside JSON strings: an argument
-  may well contain the text "</tool_call>".
-
-With ``stream_arguments=True`` a call is also streamed while it is written: its name
-once, as soon as the name's closing quote arrives, then its arguments as fragments of
-the text the model wrote (never re-serialised, never taken back).
-
-A block that does not hold a well-formed call is an error, raised with the raw text:
-a call must never vanish, and must never leak into the reply as if it were prose.
+In prose, hold only a suffix that could still become ``<tool_call>``; in a block, wait for
+``</tool_call>`` outside JSON strings; stream each call's name once, then its arguments as
+written. A malformed block raises with its raw text: a call never vanishes or leaks as prose.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -29,12 +17,8 @@ END_TAG = "</tool_call>"
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One complete call: the function's name and its arguments, parsed.
-
-    ``arguments_text`` is the JSON text of the arguments exactly as the model wrote it
-    (spacing and escapes included), which is what a server sends as ``function.arguments``.
-    Equality compares the name and the parsed arguments, not how they were spelled.
-    """
+    """One complete call. ``arguments_text`` is the arguments' JSON exactly as the model wrote it
+    (what a server sends as ``function.arguments``); equality ignores how it was spelled."""
 
     name: str
     arguments: dict[str, Any]
@@ -43,11 +27,8 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ToolCallDelta:
-    """What one step adds to the call numbered ``index`` (0, 1, ... in the order they were written).
-
-    ``name`` is set on the call's first delta and never again; ``arguments_fragment``
-    continues the arguments text exactly where the previous fragment stopped.
-    """
+    """What one step adds to call ``index`` (0, 1, ... as written): ``name`` on its first delta only;
+    ``arguments_fragment`` continues the arguments text exactly where the last one stopped."""
 
     index: int
     name: str | None = None
@@ -76,8 +57,7 @@ class ToolCallParseError(ValueError):
 
     def __init__(self, raw: str, reason: str) -> None:
         super().__init__(f"malformed tool call ({reason}): {raw!r}")
-        self.raw = raw
-        self.reason = reason
+        self.raw, self.reason = raw, reason
 
 
 class ScanState(NamedTuple):
@@ -89,51 +69,44 @@ class ScanState(NamedTuple):
 
 
 FRESH_SCAN = ScanState()  # a scan that has not started: the default for a new block
-
-# The only characters that can change the scanners' state; everything between them is skipped in C.
-_IN_STRING = re.compile(r'["\\]')
-_OUTSIDE_STRING = re.compile(r'["<]')
-_NESTED = re.compile(r'["{}\[\]]')
-_SPACE = re.compile(r"[ \t\n\r]*")
-_JSON_SPACE = " \t\n\r"
+_SPACE = " \t\n\r"  # JSON's whitespace
 
 
 def find_end_tag(body: str, state: ScanState = FRESH_SCAN) -> tuple[int | None, ScanState]:
-    """Index of ``END_TAG`` in ``body`` outside JSON strings, resuming from ``state``.
-
-    Returns ``(None, state)`` when the tag has not arrived yet; ``state`` then stops at
-    a ``<`` that might be the start of the tag, so the next call looks at it again.
-    """
+    """Index of ``END_TAG`` in ``body`` outside JSON strings, resuming from ``state``; or ``(None, state)``
+    to resume from, stopped at a ``<`` that may start the tag, so the next call looks at it again."""
     position, in_string, escaped = state
     while position < len(body):
-        if escaped:  # the character after a backslash is always part of the string
-            position, escaped = position + 1, False
-            continue
-        found = (_IN_STRING if in_string else _OUTSIDE_STRING).search(body, position)
-        if found is None:
-            return None, ScanState(len(body), in_string, False)
-        position = found.start()
         char = body[position]
-        if char == "\\":
-            escaped = True
+        if escaped:  # the character after a backslash is always part of the string
+            escaped = False
+        elif in_string:
+            escaped, in_string = char == "\\", char != '"'
         elif char == '"':
-            in_string = not in_string
-        else:  # a "<" outside strings
+            in_string = True
+        elif char == "<":
             candidate = body[position : position + len(END_TAG)]
             if candidate == END_TAG:
                 return position, ScanState(position, in_string, escaped)
             if END_TAG.startswith(candidate):
-                break  # the body ends in what may be the start of the end tag: wait
+                break  # the body ends in what may be the start of the end tag: wait for more
         position += 1
     return None, ScanState(position, in_string, escaped)
+
+
+def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` would keep the last of two equal keys, while a stream has sent the first: refuse."""
+    if len({key for key, _ in pairs}) < len(pairs):
+        raise ValueError(f"a key is written twice in one object: {[key for key, _ in pairs]}")
+    return dict(pairs)
 
 
 def parse_call(raw: str) -> ToolCall:
     """The call in one block's body, or ``ToolCallParseError`` saying what is wrong with it."""
     try:
-        payload = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise ToolCallParseError(raw, f"not valid JSON: {error.msg} at position {error.pos}") from error
+        payload = json.loads(raw, object_pairs_hook=_refuse_repeated_keys)
+    except ValueError as error:  # not JSON (json.JSONDecodeError), or a repeated key
+        raise ToolCallParseError(raw, f"not valid JSON for a call: {error}") from error
     if not isinstance(payload, dict):
         raise ToolCallParseError(raw, "the body must be a JSON object")
     if not isinstance(payload.get("name"), str) or not payload["name"]:
@@ -144,306 +117,184 @@ def parse_call(raw: str) -> ToolCall:
 
 
 def _arguments_text(raw: str) -> str:
-    """The slice of ``raw`` (a valid JSON object) that holds its "arguments" value, as written.
+    """The "arguments" value of ``raw`` (a valid envelope) as written: ``raw_decode`` parses one value
+    at an index and says where it ended, so the envelope is walked key by key, nothing re-serialised."""
+    def past_space(position: int) -> int:
+        while raw[position] in _SPACE:
+            position += 1
+        return position
 
-    ``raw_decode`` parses one value at a given index and says where it ended, so the
-    envelope can be walked key by key without ever re-serialising a value.
-    """
-    decoder = json.JSONDecoder()
-    position = _SPACE.match(raw, _SPACE.match(raw).end() + 1).end()  # past the opening "{"
-    text = ""
-    while raw[position] != "}":
-        key, position = decoder.raw_decode(raw, position)
-        start = _SPACE.match(raw, _SPACE.match(raw, position).end() + 1).end()  # past the ":"
-        _, end = decoder.raw_decode(raw, start)
+    decoder, position = json.JSONDecoder(), raw.index("{")
+    while True:  # at the "{" or the "," before a key (the envelope is known to be valid)
+        key, position = decoder.raw_decode(raw, past_space(position + 1))
+        start = past_space(past_space(position) + 1)  # past the ":"
+        _, position = decoder.raw_decode(raw, start)
         if key == "arguments":
-            text = raw[start:end]  # a repeated key: the last one wins, as in json.loads
-        position = _SPACE.match(raw, end).end()
-        if raw[position] == ",":
-            position = _SPACE.match(raw, position + 1).end()
-    return text
-
-
-def _partial_tag_len(text: str) -> int:
-    """Length of the longest suffix of ``text`` that is a proper prefix of ``START_TAG``."""
-    for size in range(min(len(START_TAG) - 1, len(text)), 0, -1):
-        if text.endswith(START_TAG[:size]):
-            return size
-    return 0
+            return raw[start:position]
+        position = past_space(position)
 
 
 def parse_tool_calls(text: str) -> ParsedOutput:
-    """Split a whole reply into its prose and its tool calls.
-
-    A block left open at the end is accepted when its body is already a complete call
-    (the model stopped right after the JSON); otherwise it is an error.
-    """
-    content: list[str] = []
-    calls: list[ToolCall] = []
-    rest = text
+    """Split a whole reply into its prose and its tool calls (a block still open at the end
+    is accepted when its body is already a complete call: the model stopped after the JSON)."""
+    content, calls, rest = [], [], text
     while (start := rest.find(START_TAG)) != -1:
         content.append(rest[:start])
         body = rest[start + len(START_TAG) :]
         end, _ = find_end_tag(body)
-        if end is None:
-            calls.append(parse_call(body))  # open at the end of the reply
-            return ParsedOutput("".join(content), calls)
-        calls.append(parse_call(body[:end]))
-        rest = body[end + len(END_TAG) :]
-    content.append(rest)
-    return ParsedOutput("".join(content), calls)
+        calls.append(parse_call(body if end is None else body[:end]))
+        rest = "" if end is None else body[end + len(END_TAG) :]
+    return ParsedOutput("".join([*content, rest]), calls)
 
 
 class CallReader:
-    """Follows one call's JSON body as it arrives and streams its arguments as written.
-
-    A few scalars (nesting depth, string state, the envelope key being read) are enough
-    to know, character by character, whether a character belongs to the value of
-    ``"arguments"``, so each character is looked at once and nothing is ever taken back.
-    Arguments written before the name wait (in ``held``) until the name is known.
-    The reader never raises: whether the call is well formed is ``parse_call``'s verdict.
-    """
+    """Follows one call's body character by character: a few named states say where in the envelope
+    it is, and inside a value its nesting depth and string state. So it knows at once whether a
+    character belongs to the arguments: nothing waits, nothing is taken back, nothing raises."""
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.name: str | None = None
-        self.held: list[str] = []  # arguments text read while the name was still unknown
+        self.held: list[str] = []  # arguments not sent yet: this feed's, or all while the name is unknown
         self._name_sent = False
-        self._depth = 0  # 0: before the envelope's "{", 1: inside it, 2+: inside a value
-        self._in_string = False
-        self._escaped = False
-        self._step = "open"  # at depth <= 1: open, key, colon, value, scalar, after, done
-        self._key: str | None = None  # the envelope key whose value comes next
-        self._string: list[str] | None = None  # raw text of a key or of the name being read
-        self._arguments = "before"  # before, inside, after (only the first "arguments" streams)
-        self._arguments_end = 0  # where the arguments value ended in the piece being read
+        self._state = "start"  # start, key?, colon, value?, value, next or done: see _read
+        self._owner, self._key = "", ""  # whose string or value is being read ("key", "name", ...); the last key
+        self._raw: list[str] = []  # the characters of the key or the name being read, escapes and all
+        self._depth, self._in_string, self._escaped = 0, False, False  # open "{"/"[", in a string, after "\\"
 
     def feed(self, text: str) -> ToolCallDelta | None:
         """Read the next piece of the body; the call's progress, or None when there is nothing to send."""
-        pieces: list[str] = []
-        start = 0 if self._arguments == "inside" else None  # where arguments text begins in `text`
-        position = 0
-        while position < len(text) and self._step != "done":
-            before = position
-            position = self._advance(text, position)
-            if start is None and self._arguments == "inside":
-                start = before  # the character just read opened the arguments value
-            if start is not None and self._arguments == "after":
-                pieces.append(text[start : self._arguments_end])
-                start = None
-        if start is not None:
-            pieces.append(text[start:])
-        if self.name is None:
-            self.held.extend(pieces)
+        self.held += [char for char in text if self._read(char)]  # each character once
+        if self.name is None or (self._name_sent and not self.held):
             return None
-        fragment = "".join([*self.held, *pieces])
-        self.held.clear()
-        if self._name_sent and not fragment:
-            return None
-        delta = ToolCallDelta(self.index, None if self._name_sent else self.name, fragment)
-        self._name_sent = True
+        delta = ToolCallDelta(self.index, None if self._name_sent else self.name, "".join(self.held))
+        self.held, self._name_sent = [], True
         return delta
 
-    def _advance(self, text: str, position: int) -> int:
-        """Consume one character, or a run of characters that cannot change the state; the next position."""
-        if self._escaped:  # the character after a backslash that ended the previous piece
-            self._keep(text[position])
-            self._escaped = False
-            return position + 1
-        if self._in_string:
-            found = _IN_STRING.search(text, position)
-            stop = len(text) if found is None else found.start()
-            self._keep(text[position:stop])
-            if found is None:
-                return stop
-            if text[stop] == "\\":
-                self._keep(text[stop : stop + 2])
-                self._escaped = stop + 1 == len(text)
-                return stop + 2
-            self._in_string = False
-            return self._string_closed(stop + 1) if self._depth == 1 else stop + 1
-        if self._depth >= 2:
-            found = _NESTED.search(text, position)
-            if found is None:
-                return len(text)
-            char, stop = found.group(), found.end()
-            if char == '"':
-                self._in_string = True
-            elif char in "{[":
-                self._depth += 1
-            else:
-                self._depth -= 1
-                if self._depth == 1:
-                    return self._value_ended(stop)
-            return stop
-        return self._envelope(text[position], position)
+    def _read(self, char: str) -> bool:
+        """Move on by one character; True when it is part of the arguments value."""
+        state = self._state
+        if state == "value":
+            self._in_value(char)
+            return self._owner == "arguments"
+        if state == "start" and char == "{":  # the envelope opens
+            self._state = "key?"
+        elif state == "key?" and char == '"':  # a key is read like a string value, owned by "key"
+            self._owner, self._state, self._depth, self._in_string, self._raw = "key", "value", 0, True, []
+        elif state == "colon" and char == ":":
+            self._state = "value?"
+        elif state == "value?" and char not in _SPACE:  # the value's first character says what it is
+            self._owner = self._key if self._key in ("name", "arguments") else ""
+            if char not in '"{[':  # a number, true, false or null: nothing inside to follow
+                self._state = "next"
+                return False  # (so "arguments": 12, not a call anyway, streams nothing)
+            self._state, self._depth, self._in_string, self._raw = "value", int(char != '"'), char == '"', []
+            return self._owner == "arguments"
+        elif state == "next" and char in ",}":  # after a value: another key, or the end of the envelope
+            self._state = "key?" if char == "," else "done"
+        return False
 
-    def _envelope(self, char: str, position: int) -> int:
-        """One character of the envelope itself (depth 0 or 1)."""
-        step = self._step
-        if step == "open":
-            if char == "{":
-                self._depth, self._step = 1, "key"
-            elif char not in _JSON_SPACE:
-                self._step = "done"  # not an object: parse_call will say so
-        elif step == "key":
-            if char == '"':
-                self._in_string, self._string = True, []
-            elif char == "}":
-                self._depth, self._step = 0, "done"
-        elif step == "colon":
-            if char == ":":
-                self._step = "value"
-        elif step == "value" and char not in _JSON_SPACE:
-            if self._key == "arguments" and self._arguments == "before":
-                self._arguments = "inside"
-            if char == '"':
-                self._in_string, self._step = True, "after"
-                self._string = [] if self._key == "name" and self.name is None else None
-            elif char in "{[":
-                self._depth, self._step = 2, "after"
-            else:
-                self._step = "scalar"
-        elif step == "scalar":
-            if char in _JSON_SPACE or char in ",}]":
-                self._step = "after"
-                return self._value_ended(position)  # this character is not part of the value: read it again
-        elif step == "after":
-            if char == ",":
-                self._step = "key"
-            elif char == "}":
-                self._depth, self._step = 0, "done"
-        return position + 1
-
-    def _string_closed(self, position: int) -> int:
-        raw, self._string = self._string, None
-        if self._step == "key":
-            self._key, self._step = _decode_string(raw), "colon"
-            return position
-        if raw is not None:
-            self.name = _decode_string(raw) or None
-        return self._value_ended(position)
-
-    def _value_ended(self, position: int) -> int:
-        """A value of the envelope ended just before ``position``; if it was the arguments, they are complete."""
-        if self._arguments == "inside":
-            self._arguments, self._arguments_end = "after", position
-        return position
-
-    def _keep(self, raw: str) -> None:
-        if self._string is not None:
-            self._string.append(raw)
-
-
-def _decode_string(raw: list[str] | None) -> str | None:
-    """A JSON string's value from its raw inside (escapes included); None if it is not valid."""
-    try:
-        return str(json.loads('"' + "".join(raw or []) + '"'))
-    except json.JSONDecodeError:
-        return None
-
-
-class _OpenBlock(NamedTuple):
-    """The block being read. Its body is kept in pieces and joined once, when the block closes."""
-
-    pieces: list[str]  # the body so far, minus `unscanned`
-    unscanned: str  # the tail find_end_tag has not cleared yet: at most a partial end tag
-    scan: ScanState  # where to resume find_end_tag on `unscanned` + the next delta
-    reader: CallReader | None  # streams the call's name and arguments (stream_arguments=True)
+    def _in_value(self, char: str) -> None:
+        """One more character of a value: a string, object or array is over when its nesting closes."""
+        if self._in_string:  # a quote ends it, unless a backslash came just before
+            self._in_string = self._escaped or char != '"'
+            self._escaped = not self._escaped and char == "\\"
+            if self._in_string and self._depth == 0 and self._owner in ("key", "name"):
+                self._raw.append(char)
+        elif char == '"':
+            self._in_string = True
+        elif char in "{[":
+            self._depth += 1
+        elif char in "}]":
+            self._depth -= 1
+        if self._depth == 0 and not self._in_string:  # it just closed
+            self._state = "colon" if self._owner == "key" else "next"
+            if self._owner in ("key", "name"):
+                try:  # the string's value, escapes decoded
+                    text = str(json.loads('"' + "".join(self._raw) + '"'))
+                except json.JSONDecodeError:
+                    text = ""
+                if self._owner == "key":
+                    self._key = text
+                else:
+                    self.name = text or None  # an empty name never goes out
 
 
 class StreamingToolParser:
-    """``feed`` text deltas, ``finish`` at the end; each returns a ``DeltaMessage``.
-
-    All contents together equal ``parse_tool_calls(whole).content`` and all calls
-    together its ``tool_calls``, for every way of cutting the reply into deltas. A
-    ``feed`` that meets a malformed call raises ``ToolCallParseError`` and changes nothing.
-    With ``stream_arguments=True``, ``tool_call_deltas`` also stream each call as it is written.
-    """
+    """``feed`` deltas, then ``finish``: together, what ``parse_tool_calls`` gives for the whole reply,
+    however it is cut. A feed that meets a malformed call raises and changes nothing."""
 
     def __init__(self, stream_arguments: bool = False) -> None:
         self.stream_arguments = stream_arguments
         self.held_text = ""  # prose held back: it could still become "<tool_call>"
-        self._block: _OpenBlock | None = None  # the open block, or None outside any block
         self._calls_opened = 0
         self._finished = False
+        # The open block: its body in pieces (joined once, at the end), a tail that may be a partial end tag.
+        self._in_block = False
+        self._pieces: list[str] = []
+        self._unscanned, self._scan = "", FRESH_SCAN
+        self._reader: CallReader | None = None
 
     def feed(self, delta: str) -> DeltaMessage:
         if not isinstance(delta, str):
             raise TypeError(f"feed() takes the next text delta as a str, got {type(delta).__name__}")
         if self._finished:
             raise RuntimeError("feed() after finish(): this reply is over")
-        # A snapshot in O(1): every field is immutable except the open block's list of
-        # pieces, which only grows, so remembering its length is enough to undo a feed.
-        saved = (self.held_text, self._block, self._calls_opened)
-        saved_pieces = len(self._block.pieces) if self._block else 0
+        # A snapshot in O(1): every field is immutable but the open block's list of pieces, and a feed
+        # appends to that only when it ends inside the block, so a feed that raises never has.
+        saved = dict(vars(self))
+        out, to_read = DeltaMessage(), []
         try:
-            return self._consume(delta)
+            rest: str | None = delta
+            while rest is not None:  # prose and blocks in turn, until the delta is used up
+                rest = self._block_text(rest, out, to_read) if self._in_block else self._prose(rest, out)
         except ToolCallParseError:
-            self.held_text, self._block, self._calls_opened = saved
-            if self._block is not None:
-                del self._block.pieces[saved_pieces:]
+            vars(self).update(saved)
             raise
-
-    def _consume(self, text: str) -> DeltaMessage:
-        out = DeltaMessage()
-        rest: str | None = text
-        while rest is not None:  # alternate between prose and blocks until the delta is used up
-            rest = self._consume_prose(rest, out) if self._block is None else self._consume_block(rest, out)
+        # A reader cannot be rolled back, so it reads only once every call closed in this delta has
+        # passed parse_call: after a failed feed it would skip text that comes again (vLLM #22885's lost "}").
+        for reader, body_text in to_read:
+            if (progress := reader.feed(body_text)) is not None:
+                out.tool_call_deltas.append(progress)
         return out
 
-    def _consume_prose(self, text: str, out: DeltaMessage) -> str | None:
+    def _prose(self, text: str, out: DeltaMessage) -> str | None:
         """Show prose up to a start tag (returning what follows it), or up to a possible partial tag."""
         window = self.held_text + text
         start = window.find(START_TAG)
-        if start == -1:
-            keep = _partial_tag_len(window)
+        if start == -1:  # hold the longest suffix that is a proper prefix of the tag
+            keep = next((n for n in range(min(len(START_TAG) - 1, len(window)), 0, -1)
+                         if window.endswith(START_TAG[:n])), 0)
             out.content += window[: len(window) - keep]
             self.held_text = window[len(window) - keep :]
             return None
         out.content += window[:start]
-        reader = CallReader(self._calls_opened) if self.stream_arguments else None
-        self.held_text, self._block = "", _OpenBlock([], "", FRESH_SCAN, reader)
+        self.held_text, self._in_block, self._pieces, self._unscanned, self._scan = "", True, [], "", FRESH_SCAN
+        self._reader = CallReader(self._calls_opened) if self.stream_arguments else None
         self._calls_opened += 1
         return window[start + len(START_TAG) :]
 
-    def _consume_block(self, text: str, out: DeltaMessage) -> str | None:
-        """Read more of the open block; when its end tag arrives, parse the call and return what follows.
-
-        Only the new text (plus a partial end tag left from before) is scanned: the body
-        is never re-joined or re-read while the block is open.
-        """
-        block = self._block
-        assert block is not None
-        window = block.unscanned + text
-        end, scan = find_end_tag(window, block.scan)
+    def _block_text(self, text: str, out: DeltaMessage, to_read: list[tuple[CallReader, str]]) -> str | None:
+        """Scan only the new text (never the whole body); at the end tag, parse the call, return the rest."""
+        window = self._unscanned + text
+        end, scan = find_end_tag(window, self._scan)
         if end is None:
-            cleared = window[: scan.position]
-            block.pieces.append(cleared)
-            resume = ScanState(0, scan.in_string, scan.escaped)  # relative to the new unscanned tail
-            self._block = _OpenBlock(block.pieces, window[scan.position :], resume, block.reader)
-            self._stream(block.reader, cleared, out)
-            return None
-        call = parse_call("".join(block.pieces) + window[:end])  # may raise: before anything is streamed
-        self._stream(block.reader, window[:end], out)
-        out.tool_calls.append(call)
-        self._block = None
-        return window[end + len(END_TAG) :]
-
-    @staticmethod
-    def _stream(reader: CallReader | None, body_text: str, out: DeltaMessage) -> None:
-        if reader is not None and body_text and (progress := reader.feed(body_text)) is not None:
-            out.tool_call_deltas.append(progress)
+            self._pieces.append(window[: scan.position])
+            self._unscanned, self._scan = window[scan.position :], scan._replace(position=0)
+        else:
+            out.tool_calls.append(parse_call("".join(self._pieces) + window[:end]))
+            self._in_block = False
+        if self._reader is not None:  # the body up to where the scan stopped: the end tag, or a possible start of it
+            to_read.append((self._reader, window[: scan.position]))
+        return None if end is None else window[end + len(END_TAG) :]
 
     def finish(self) -> DeltaMessage:
         if self._finished:
             raise RuntimeError("finish() was already called for this reply")
-        if self._block is not None:  # a block left open: the batch rule decides
-            block = self._block
-            call = parse_call("".join(block.pieces) + block.unscanned)
-            last = DeltaMessage(tool_calls=[call])
-            self._stream(block.reader, block.unscanned, last)
-            self._block, self._finished = None, True
-            return last
-        held, self.held_text, self._finished = self.held_text, "", True
-        return DeltaMessage(content=held)
+        last = DeltaMessage()
+        if self._in_block:  # a block left open: the batch rule decides. (Its reader has read it all: what is
+            # unscanned starts with a "<" outside strings, and no valid call ends like that.)
+            last.tool_calls.append(parse_call("".join(self._pieces) + self._unscanned))
+        last.content, self.held_text = self.held_text, ""
+        self._finished = True
+        return last

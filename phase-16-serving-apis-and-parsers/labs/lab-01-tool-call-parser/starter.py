@@ -83,6 +83,7 @@ def parse_call(raw: str) -> ToolCall:
     """The call in one block's body, or ``ToolCallParseError(raw, reason)`` saying what is wrong.
 
     ``arguments_text`` is the slice of ``raw`` holding the arguments value, as written.
+    A key written twice in one object is refused (``json.loads`` would quietly keep the last).
     """
     raise NotImplementedError("lab-01 task 1: implement parse_call — see README, 'Your task'")
 
@@ -107,9 +108,10 @@ class CallReader:
 
     ``feed(text)`` gets the next piece of the block's body (never the end tag) and returns
     a ``ToolCallDelta`` for call ``index``, or None when there is nothing new to send:
-    the name once, as soon as its closing quote has arrived, then each new piece of the
-    ``"arguments"`` value's text. Arguments written before the name wait for it.
-    Look at each character once; never raise (``parse_call`` judges the call at the end).
+    the name once, as soon as its closing quote has arrived, then every character of the
+    ``"arguments"`` value that ``text`` brought (hold nothing back). Arguments written
+    before the name wait for it. Look at each character once, with a few named states;
+    never raise (``parse_call`` judges the call at the end).
     """
 
     def __init__(self, index: int) -> None:
@@ -128,7 +130,8 @@ class StreamingToolParser:
     you are holding back) up to date: the tests read it. A ``feed`` that meets a
     malformed call raises ``ToolCallParseError`` and must change nothing.
     With ``stream_arguments=True`` (task 6), hand each block's new body text to a
-    ``CallReader`` and put its deltas in ``tool_call_deltas``.
+    ``CallReader`` and put its deltas in ``tool_call_deltas``; a reader cannot be rolled
+    back, so let it read only once the whole delta is known to be good.
     """
 
     def __init__(self, stream_arguments: bool = False) -> None:

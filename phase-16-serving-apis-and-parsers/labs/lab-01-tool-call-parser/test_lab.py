@@ -2,7 +2,8 @@
 
 Run against your code:  make lab-01
 Replies are built from known prose and known calls, so the parsers are checked against
-what was actually written, for every way of cutting the reply into deltas.
+what was actually written, for every way of cutting the reply into deltas. Every
+"expected" column in a trace comes from that knowledge (the oracle), never from your code.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import inspect
 import json
 import random
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,14 +70,55 @@ def collect(chunks: Sequence[str]) -> tuple[str, list[Any]]:
     return "".join(d.content for d in everything), [c for d in everything for c in d.tool_calls]
 
 
-def trace(chunks: Sequence[str]) -> str:
+def reply_from(*parts: str) -> GeneratedReply:
+    """A reply written from prose and whole blocks (made by ``block``): the oracle knows where each block is."""
+    text, prose, calls, blocks = "", [], [], []
+    for part in parts:
+        if part.startswith("<tool_call>") and part.endswith("</tool_call>"):
+            payload = json.loads(part[len("<tool_call>") : -len("</tool_call>")])
+            calls.append((payload["name"], payload["arguments"]))
+            blocks.append((len(text), len(text) + len(part)))
+        else:
+            prose.append(part)
+        text += part
+    return GeneratedReply(text, "".join(prose), calls, blocks)
+
+
+def prose_due(reply: GeneratedReply, fed: int) -> str:
+    """The oracle: all the prose that must be shown once ``fed`` characters have arrived.
+
+    Everything outside the blocks, except the longest tail (since the last block) that
+    could still become ``<tool_call>``; inside a block, the prose before it.
+    """
+    shown, position = [], 0
+    for start, end in reply.blocks:
+        if fed <= start:
+            break
+        shown.append(reply.text[position:start])
+        if fed < end:
+            return "".join(shown)
+        position = end
+    tail = reply.text[position:fed]
+    held = next((tail[i:] for i in range(len(tail)) if "<tool_call>".startswith(tail[i:])), "")
+    return "".join(shown) + tail[: len(tail) - len(held)]
+
+
+def trace(chunks: Sequence[str], reply: GeneratedReply) -> str:
+    """Your stream's content, delta by delta, beside what the oracle says is due at each step."""
     parser = lab.StreamingToolParser()
-    steps = []
-    for chunk in chunks:
-        delta = parser.feed(chunk)
-        calls = "".join(f" +call {c.name}" for c in delta.tool_calls)
-        steps.append(Step("feed", chunk, delta.content, f"held {quote(parser.held_text)}{calls}"))
-    return format_trace(steps, "the stream, delta by delta", ("content shown", "state"))
+    steps, fed, due = [], 0, ""
+    for chunk in [*chunks, None]:
+        fed += len(chunk or "")
+        now_due = prose_due(reply, fed) if chunk is not None else reply.prose
+        label = "feed" if chunk is not None else "finish"
+        try:
+            shown = (parser.feed(chunk) if chunk is not None else parser.finish()).content
+        except Exception as error:  # the trace is for a failure message: show the error in its row
+            steps.append(Step(label, chunk or "", f"raised {type(error).__name__}", now_due[len(due) :]))
+            break
+        steps.append(Step(label, chunk or "", shown, now_due[len(due) :]))
+        due = now_due
+    return format_trace(steps, "the content, delta by delta (expected: the prose the oracle says is due)")
 
 
 # ------------------------------------------------------------- task 1: one block, checked
@@ -132,6 +175,36 @@ def test_malformed_call_raises_with_the_raw_text(raw: str) -> None:
     assert raised.value.raw == raw, "the error must carry the raw block, so nothing is silently lost"
     assert isinstance(raised.value, ValueError) and raised.value.reason, (
         "ToolCallParseError is a ValueError and says why the block is malformed")
+    assert f"({raised.value.reason})" in str(raised.value), (
+        "the error's message reads 'malformed tool call (<reason>): <raw>', for the log and the client")
+
+
+@pytest.mark.task(1)
+def test_a_call_and_the_value_types_around_it() -> None:
+    """The value types are given in the starter, and lab-02 relies on their defaults."""
+    parsed = lab.parse_call('{"name": "f", "arguments": {}}')
+    assert (parsed.name, parsed.arguments, parsed.arguments_text) == ("f", {}, "{}"), "a call with no arguments"
+    assert lab.ToolCallDelta(3) == lab.ToolCallDelta(3, None, ""), "ToolCallDelta(index): no name, an empty fragment"
+    assert lab.ParsedOutput("x").tool_calls == [] and lab.ScanState() == (0, False, False), (
+        "ParsedOutput(content) has no calls; ScanState() is the start of a block, outside any string")
+    step = lab.DeltaMessage()
+    assert (step.content, step.tool_calls, step.tool_call_deltas) == ("", [], []), "DeltaMessage() is an empty step"
+
+
+REPEATED_KEYS = {
+    "arguments-twice": '{"name": "f", "arguments": 12, "arguments": {"a": 1}}',
+    "name-twice": '{"name": "f", "name": "g", "arguments": {}}',
+    "nested-twice": '{"name": "f", "arguments": {"a": 1, "a": 2}}',
+}
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize("raw", REPEATED_KEYS.values(), ids=REPEATED_KEYS.keys())
+def test_a_repeated_key_is_refused(raw: str) -> None:
+    """json.loads keeps the last of two equal keys, while a stream has already sent the first: refuse such a call."""
+    with pytest.raises(lab.ToolCallParseError) as raised:
+        lab.parse_call(raw)
+    assert raised.value.raw == raw, "the error carries the raw block"
 
 
 # ------------------------------------------------ task 2: the end tag outside JSON strings
@@ -145,6 +218,7 @@ def test_malformed_call_raises_with_the_raw_text(raw: str) -> None:
     ('{"a": "back\\\\"}</tool_call>', 15),  # an escaped backslash does not escape the quote
     ('{"a": 1}', None),
     ('{"a": 1}</tool_', None),  # the tag is still arriving
+    pytest.param("</tool_call>", 0, id="at-the-start"),  # the very first character counts
 ])
 def test_find_end_tag_examples(body: str, expected: int | None) -> None:
     end, _ = lab.find_end_tag(body)
@@ -216,13 +290,17 @@ def test_block_left_open_at_the_end() -> None:
 
 
 @pytest.mark.task(3)
-def test_malformed_block_in_a_reply_is_loud() -> None:
-    with pytest.raises(lab.ToolCallParseError):
-        lab.parse_tool_calls("before <tool_call>{oops}</tool_call> after")
+@pytest.mark.parametrize("body", ["{oops}", REPEATED_KEYS["arguments-twice"], ""],
+                         ids=["not-json", "repeated-key", "empty"])
+def test_malformed_block_in_a_reply_is_loud(body: str) -> None:
+    with pytest.raises(lab.ToolCallParseError) as raised:
+        lab.parse_tool_calls(f"before <tool_call>{body}</tool_call> after")
+    assert raised.value.raw == body, "a malformed block in a reply raises, carrying its raw text"
 
 
 @pytest.mark.task(3)
 @given(tool_call_replies())
+@example(reply=reply_from(block(WEATHER), ' the end "'))  # a quote at the very end of the reply
 def test_batch_recovers_exactly_what_was_written(reply: GeneratedReply) -> None:
     parsed = lab.parse_tool_calls(reply.text)
     assert parsed.content == reply.prose, "parse_tool_calls must give back exactly the prose outside the blocks"
@@ -237,15 +315,17 @@ def test_batch_recovers_exactly_what_was_written(reply: GeneratedReply) -> None:
 def test_content_flows_immediately() -> None:
     chunks = ["Hello", ", wor", "ld! 你好 🫨"]
     deltas, _ = stream(chunks)
-    assert [d.content for d in deltas] == chunks, "prose with no '<' in it is never held\n" + trace(chunks)
+    assert [d.content for d in deltas] == chunks, (
+        "prose with no '<' in it is never held\n" + trace(chunks, reply_from("".join(chunks))))
 
 
 @pytest.mark.task(4)
 def test_a_partial_tag_is_held_not_leaked() -> None:
-    chunks = ["Let me look that up. <tool", "_call>", json.dumps(WEATHER), "</tool_call>"]
+    reply = reply_from("Let me look that up. ", block(WEATHER))
+    chunks = split_at(reply.text, [22, 26, 31, 32, len(reply.text) - 12])  # "<" "tool" "_call" ">" ...
     deltas, last = stream(chunks)
     shown = "".join(d.content for d in [*deltas, last])
-    assert shown == "Let me look that up. ", "a half tag reached the user\n" + trace(chunks)
+    assert shown == "Let me look that up. ", "a half tag reached the user\n" + trace(chunks, reply)
     assert deltas[-1].tool_calls == [call(**WEATHER)], "the call arrives when its block closes"
 
 
@@ -256,24 +336,29 @@ def test_a_partial_tag_is_held_not_leaked() -> None:
 )
 def test_false_alarms_are_released_as_soon_as_they_cannot_be_a_tag(chunks: list[str]) -> None:
     deltas, last = stream(chunks)
-    assert "".join(d.content for d in deltas) == "".join(chunks), "held forever\n" + trace(chunks)
+    assert "".join(d.content for d in deltas) == "".join(chunks), (
+        "text that cannot become '<tool_call>' any more is shown at once, not held\n"
+        + trace(chunks, reply_from("".join(chunks))))
     assert last.content == "", "nothing was held at the end: finish adds no content"
 
 
 @pytest.mark.task(4)
 def test_two_calls_and_the_text_around_them_stream_through() -> None:
-    text = "A " + block(WEATHER) + " B " + block({"name": "ping", "arguments": {}}) + " C"
-    content, calls = collect(list(text))  # one character at a time
-    assert content == "A  B  C" and calls == [call(**WEATHER), call("ping", {})], trace(list(text))
+    reply = reply_from("A ", block(WEATHER), " B ", block({"name": "ping", "arguments": {}}), " C")
+    content, calls = collect(list(reply.text))  # one character at a time
+    assert content == "A  B  C", (
+        "all the prose around two calls is shown, and only it\n" + trace(list(reply.text), reply))
+    assert calls == [call(**WEATHER), call("ping", {})], "both calls come out, in order"
 
 
 @pytest.mark.task(4)
 @pytest.mark.parametrize("cut", [0, 20], ids=["one-delta", "tag-and-prose-together"])
 def test_prose_arriving_with_an_end_tag_is_kept(cut: int) -> None:
-    text = "Before. " + block(WEATHER) + " After the call, in the same delta."
-    chunks = [text] if cut == 0 else [text[:cut], text[cut:]]
+    reply = reply_from("Before. ", block(WEATHER), " After the call, in the same delta.")
+    chunks = [reply.text] if cut == 0 else [reply.text[:cut], reply.text[cut:]]
     content, calls = collect(chunks)
-    assert content == "Before.  After the call, in the same delta.", trace(chunks)
+    assert content == "Before.  After the call, in the same delta.", (
+        "prose in the same delta as an end tag is shown too\n" + trace(chunks, reply))
     assert calls == [call(**WEATHER)], "the call completed in that delta must come out whole"
 
 
@@ -298,6 +383,49 @@ def test_malformed_call_in_a_stream_raises_and_changes_nothing() -> None:
         parser.feed("}</tool_call>")  # the same block is still open: still malformed, still loud
 
 
+# A block that is not a call. Fed after a good call closed, in the same delta, it makes that
+# delta fail after the parser has already read past the good call's end.
+MALFORMED_BLOCK = '<tool_call>{"name": 5}</tool_call>'
+
+
+def first_block_end(reply: GeneratedReply | WrittenReply) -> int:
+    """Where the reply's first block ends (prose never holds a whole start tag, so it is the first one)."""
+    if isinstance(reply, GeneratedReply):
+        return reply.blocks[0][1]
+    return reply.text.index("<tool_call>") + len("<tool_call>") + len(reply.calls[0].body) + len("</tool_call>")
+
+
+def replay_after_a_failed_feed(reply: GeneratedReply | WrittenReply, cut: int, stream_arguments: bool
+                               ) -> tuple[list[Any], str]:
+    """Feed the reply up to ``cut`` in threes; then a delta that carries the rest of the first
+    block and a malformed block, which must raise; then the reply from ``cut`` on, as if that
+    delta had never come. Returns every message and the step-by-step story for a failure."""
+    first_end = first_block_end(reply)
+    parser = lab.StreamingToolParser(stream_arguments=stream_arguments)
+    story = [f"fed {quote(reply.text[:cut])}"]
+    messages = [parser.feed(piece) for piece in split_at(reply.text[:cut], range(3, cut, 3))]
+    poison = reply.text[cut:first_end] + MALFORMED_BLOCK
+    story.append(f"fed {quote(poison)}: must raise ToolCallParseError and change nothing")
+    must_raise(lambda: parser.feed(poison), lab.ToolCallParseError, f"feed({quote(poison)})")
+    story.append(f"fed {quote(reply.text[cut:])} again, then finish()")
+    messages += [parser.feed(reply.text[cut:]), parser.finish()]
+    return messages, "\n".join(story)
+
+
+@pytest.mark.task(4)
+def test_a_failed_feed_is_as_if_it_never_happened() -> None:
+    ping = {"name": "ping", "arguments": {}}
+    reply = reply_from("Sure <tool", "> x. ", block(WEATHER), " and ", block(ping), " ok <t")
+    for cut in range(reply.blocks[0][1]):  # every point before the first block's end
+        messages, story = replay_after_a_failed_feed(reply, cut, stream_arguments=False)
+        content, calls = "".join(m.content for m in messages), [c for m in messages for c in m.tool_calls]
+        assert (content, calls) == (reply.prose, [call(**WEATHER), call("ping", {})]), (
+            "a feed that raises must leave the parser exactly as it was (held text, the open block, the "
+            f"count of calls): the next good input goes on as if it never came\n{story}\n"
+            f"  content expected {quote(reply.prose)}\n  content got      {quote(content)}\n"
+            f"  calls got {[c.name for c in calls]}")
+
+
 @pytest.mark.task(4)
 @pytest.mark.parametrize("bad", [None, b"<tool_call>", 3, ["x"]], ids=repr)
 def test_non_str_delta_raises_and_loses_nothing(bad: object) -> None:
@@ -317,15 +445,18 @@ def test_non_str_delta_raises_and_loses_nothing(bad: object) -> None:
 
 @pytest.mark.task(4)
 def test_fifty_random_slicings() -> None:
-    text = ("I'll check the weather 🌦 first. " + block(WEATHER, padding="\n") + " Then a note <today>, a < b: "
-            + block({"name": "note", "arguments": {"text": "has </tool_call> and \"quotes\" 🫨"}}, ensure_ascii=True)
-            + " and done. <tool")
-    expected = lab.parse_tool_calls(text)
+    note = {"name": "note", "arguments": {"text": "has </tool_call> and \"quotes\" 🫨"}}
+    reply = reply_from("I'll check the weather 🌦 first. ", block(WEATHER, padding="\n"),
+                       " Then a note <today>, a < b: ", block(note, ensure_ascii=True), " and done. <tool")
+    size = len(reply.text)
     for seed in range(50):
         rng = random.Random(seed)
-        chunks = split_at(text, sorted(rng.sample(range(1, len(text)), rng.randint(1, len(text) // 4))))
+        chunks = split_at(reply.text, sorted(rng.sample(range(1, size), rng.randint(1, size // 4))))
         content, calls = collect(chunks)
-        assert lab.ParsedOutput(content, calls) == expected, f"seed {seed}\n" + trace(chunks)
+        assert content == reply.prose, (
+            f"seed {seed}: the prose must come out exactly as written\n" + trace(chunks, reply))
+        assert calls == [call(name, arguments) for name, arguments in reply.calls], (
+            f"seed {seed}: both calls must come out, in order, however the reply is cut")
 
 
 # ---------------------------------------------------------- task 4: streaming, properties
@@ -334,9 +465,12 @@ def test_fifty_random_slicings() -> None:
 @pytest.mark.task(4)
 @given(st.data(), tool_call_replies())
 def test_streaming_equals_batch_for_any_chunking(data: st.DataObject, reply: GeneratedReply) -> None:
+    """The stream gives what was written (the prose, then the calls), the same as a correct batch parse."""
     chunks = data.draw(chunkings(reply.text), label="chunks")
     content, calls = collect(chunks)
-    assert lab.ParsedOutput(content, calls) == lab.parse_tool_calls(reply.text), trace(chunks)
+    assert content == reply.prose, "streamed, the prose must be exactly what was written\n" + trace(chunks, reply)
+    assert calls == [call(name, arguments) for name, arguments in reply.calls], (
+        "streamed, the calls must be the ones written, in order, however the reply is cut")
 
 
 def prose_seen(reply: GeneratedReply, fed: int) -> tuple[str, str] | None:
@@ -367,7 +501,8 @@ def test_no_tag_ever_leaks_and_held_text_is_exactly_a_partial_tag(data: st.DataO
     for chunk in chunks:
         shown += parser.feed(chunk).content
         fed += len(chunk)
-        assert reply.prose.startswith(shown), f"shown {quote(shown)}: not prose the model wrote\n" + trace(chunks)
+        assert reply.prose.startswith(shown), (
+            f"shown {quote(shown)}: not prose the model wrote\n" + trace(chunks, reply))
         view = prose_seen(reply, fed)
         if view is None:
             continue
@@ -375,8 +510,8 @@ def test_no_tag_ever_leaks_and_held_text_is_exactly_a_partial_tag(data: st.DataO
         must_hold = next((since_last_block[i:] for i in range(len(since_last_block))
                           if "<tool_call>".startswith(since_last_block[i:])), "")
         assert (shown, parser.held_text) == (seen[: len(seen) - len(must_hold)], must_hold), (
-            f"after {fed} characters: shown + held should be {quote(seen)}, holding exactly {quote(must_hold)}\n"
-            + trace(chunks)
+            f"after {fed} characters: hold exactly the tail that could still become '<tool_call>', "
+            f"{quote(must_hold)}, and show the rest; held {quote(parser.held_text)}\n" + trace(chunks, reply)
         )
 
 
@@ -410,18 +545,32 @@ def test_nothing_after_finish() -> None:
     parser = lab.StreamingToolParser()
     parser.feed("done")
     parser.finish()
-    with pytest.raises(RuntimeError):
-        parser.feed("more")
+    must_raise(lambda: parser.feed("more"), RuntimeError, "feed() after finish()")
+    with pytest.raises((TypeError, RuntimeError)):  # either says what is wrong: the type, or the timing
+        parser.feed(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.task(5)
+@pytest.mark.parametrize("reply", ["The end is <tool", "Sure. <tool_call>" + json.dumps(WEATHER)], ids=["held", "open"])
+def test_finish_twice_is_refused_and_gives_nothing_again(reply: str) -> None:
+    parser = lab.StreamingToolParser()
+    parser.feed(reply)
+    held, first = parser.held_text, parser.finish()
+    calls = [call(**WEATHER)] if "<tool_call>" in reply else []
+    assert (first.content, first.tool_calls) == (held, calls), (
+        f"the first finish releases the held {quote(held)} and the open call {calls}; got {quote(first.content)}, "
+        f"{first.tool_calls}")
+    assert parser.held_text == "", "after finish nothing is held any more"
+    must_raise(parser.finish, RuntimeError, "a second finish() (the reply is over: the call must not come again)")
 
 
 # ----------------------------------------------- task 6: stream the arguments as written
 #
-# The oracle: replies are rendered from known calls (written_tool_call_replies), so for
-# every prefix of the reply the test knows whether the name has been written and which
-# part of the arguments text has arrived. A streamed call may hold back only what could
-# still turn out not to belong to the arguments: whitespace and one closing "}".
-
-HOLDABLE_TAIL = re.compile(r"[ \t\n\r]*(\}[ \t\n\r]*)?")
+# The oracle: replies are rendered from known calls (written_tool_call_replies, or by hand
+# below), so for every prefix of the reply the test knows whether the name has been
+# written and which part of the arguments text has arrived. A reader that follows the
+# JSON's nesting knows every character's owner when it arrives, so nothing may be held:
+# once the name is known, each feed sends exactly the arguments text it brought.
 
 
 def stream_calls(chunks: Sequence[str]) -> tuple[list[Any], list[Any]]:
@@ -437,20 +586,21 @@ def shown(delta: Any) -> str:
     return f"#{delta.index} {name}+{delta.arguments_fragment}"
 
 
-def call_trace(chunks: Sequence[str], expected: Sequence[str] | None = None) -> str:
-    """The call stream delta by delta: what each feed sent (and what the oracle expected)."""
+def call_trace(chunks: Sequence[str], reply: WrittenReply) -> str:
+    """The calls delta by delta: what each feed sent, beside what the oracle says it should send."""
+    expected = oracle_steps(reply, chunks)
     parser = lab.StreamingToolParser(stream_arguments=True)
     steps = []
     for i, chunk in enumerate([*chunks, None]):
+        label = "feed" if chunk is not None else "finish"
         try:
             message = parser.feed(chunk) if chunk is not None else parser.finish()
         except Exception as error:  # the trace is for a failure message: show the error in its row
-            steps.append(Step("feed" if chunk is not None else "finish", chunk or "", f"raised {error!r}", ""))
+            steps.append(Step(label, chunk or "", f"raised {type(error).__name__}", expected[i]))
             break
-        sent = " ".join(shown(d) for d in message.tool_call_deltas)
-        want = expected[i] if expected is not None and i < len(expected) else sent
-        steps.append(Step("feed" if chunk is not None else "finish", chunk or "", sent, want))
-    return format_trace(steps, "the calls, delta by delta", ("sent", "expected"))
+        steps.append(Step(label, chunk or "", " ".join(shown(d) for d in message.tool_call_deltas), expected[i]))
+    return format_trace(steps, "the calls, delta by delta: '#0 name=f +{\"a' is call 0, its name, and the "
+                               "arguments text it sends", ("sent", "expected"))
 
 
 # A chunking the tests can name in an @example: chunk sizes, repeated until the text runs out.
@@ -466,20 +616,51 @@ def cut_by_sizes(text: str, sizes: Sequence[int]) -> list[str]:
     return chunks
 
 
-def one_call(body: str, name: str, arguments_text: str) -> WrittenReply:
-    """A reply that is one block, for the @examples the properties always try."""
-    text = "<tool_call>" + body + "</tool_call>"
-    name_end = text.index(json.dumps(name)) + len(json.dumps(name))
-    written = WrittenCall(name, json.loads(arguments_text), arguments_text, name_end, text.index(arguments_text), body)
-    return WrittenReply(text, "", [written])
+def value_spans(body: str) -> dict[str, tuple[int, int]]:
+    """The oracle's own reading of a call's body: each key -> where its value starts and ends."""
+    decoder, spans, position = json.JSONDecoder(), {}, body.index("{") + 1
+    while True:
+        position += len(body[position:]) - len(body[position:].lstrip(" \t\n\r,"))
+        if body[position] == "}":
+            return spans
+        key, position = decoder.raw_decode(body, position)
+        position += len(body[position:]) - len(body[position:].lstrip(" \t\n\r:"))
+        _, end = decoder.raw_decode(body, position)
+        spans[key], position = (position, end), end
+
+
+def written_from(*parts: str) -> WrittenReply:
+    """A reply written from prose and whole blocks, with the oracle's knowledge of each call."""
+    text, prose, calls = "", [], []
+    for part in parts:
+        if part.startswith("<tool_call>") and part.endswith("</tool_call>"):
+            body = part[len("<tool_call>") : -len("</tool_call>")]
+            spans, at = value_spans(body), len(text) + len("<tool_call>")
+            (name_start, name_end), (start, end) = spans["name"], spans["arguments"]
+            calls.append(WrittenCall(json.loads(body[name_start:name_end]), json.loads(body[start:end]),
+                                     body[start:end], at + name_end, at + start, body))
+        else:
+            prose.append(part)
+        text += part
+    return WrittenReply(text, "".join(prose), calls)
+
+
+def one_call(body: str) -> WrittenReply:
+    return written_from("<tool_call>" + body + "</tool_call>")
 
 
 # A "}" inside a string: a brace counter that ignores strings thinks the arguments end there.
-BRACE_IN_A_STRING = one_call('{"name": "f", "arguments": {"a": "}", "b": 1}}', "f", '{"a": "}", "b": 1}')
+BRACE_IN_A_STRING = one_call('{"name": "f", "arguments": {"a": "}", "b": 1}}')
 # Arguments ending in "}}" and then the envelope's "}": which brace belongs to whom?
-BRACES_AT_THE_END = one_call('{"name": "f", "arguments": {"a": {}}}\n', "f", '{"a": {}}')
+BRACES_AT_THE_END = one_call('{"name": "f", "arguments": {"a": {}}}\n')
 # The arguments before the name: they must wait for it.
-ARGUMENTS_FIRST = one_call('{"arguments": {"x": [1, "2"]}, "name": "late"}', "late", '{"x": [1, "2"]}')
+ARGUMENTS_FIRST = one_call('{"arguments": {"x": [1, "2"]}, "name": "late"}')
+# Other keys around the call's own: an empty key, a number with a space before its comma, an
+# object holding "name" and "arguments" keys of its own, a string. Only the envelope's count.
+EXTRA_KEYS = one_call('{"": "", "name": "f", "id": 7 , "meta": {"name": "x", "arguments": [1, {"a": "}"}]}, '
+                      '"note": "a \\" b", "ok": true, "arguments": {"a": [1, 2]}\n}')
+# A name written with escapes (\u005f is "_"): the name sent is the decoded one.
+ESCAPED_NAME = one_call('{"name": "get\\u005fweather\\u00e9", "arguments": {"q": "\\u005f"}}')
 
 
 def per_call(deltas: Sequence[Any]) -> dict[int, tuple[list[str], str]]:
@@ -492,7 +673,7 @@ def per_call(deltas: Sequence[Any]) -> dict[int, tuple[list[str], str]]:
 
 
 def expected_so_far(written: WrittenCall, text: str, fed: int) -> str:
-    """What the oracle says call ``written`` may have sent once ``fed`` characters of ``text`` arrived."""
+    """What the oracle says call ``written`` must have sent once ``fed`` characters of ``text`` arrived."""
     if fed < written.name_end:
         return ""  # the name is not known yet: nothing may be sent, not even arguments
     return text[written.arguments_start : max(written.arguments_start, min(fed, written.arguments_end))]
@@ -516,27 +697,29 @@ def oracle_steps(reply: WrittenReply, chunks: Sequence[str]) -> list[str]:
 
 @pytest.mark.task(6)
 def test_name_is_sent_once_then_the_arguments_as_they_are_written() -> None:
-    arguments_text = json.dumps(WEATHER["arguments"], ensure_ascii=False)
-    text = "Sure. " + block(WEATHER)
-    _, deltas = stream_calls(list(text))  # one character at a time
-    assert deltas, "with stream_arguments=True, a call streams as ToolCallDelta objects\n" + call_trace(list(text))
+    reply = written_from("Sure. ", block(WEATHER))
+    chunks = list(reply.text)  # one character at a time
+    _, deltas = stream_calls(chunks)
+    assert deltas, "with stream_arguments=True, a call streams as ToolCallDelta objects\n" + call_trace(chunks, reply)
     first = deltas[0]
-    assert (first.index, first.name) == (0, "get_weather"), "the first delta names the call\n" + call_trace(list(text))
-    assert all(d.name is None for d in deltas[1:]), "the name is sent once, never again\n" + call_trace(list(text))
-    assert "".join(d.arguments_fragment for d in deltas) == arguments_text, call_trace(list(text))
+    assert (first.index, first.name) == (0, "get_weather"), (
+        "the first delta names the call (index 0)\n" + call_trace(chunks, reply))
+    assert all(d.name is None for d in deltas[1:]), "the name is sent once, never again\n" + call_trace(chunks, reply)
+    assert "".join(d.arguments_fragment for d in deltas) == reply.calls[0].arguments_text, (
+        "the fragments join to the arguments exactly as written\n" + call_trace(chunks, reply))
     assert len(deltas) > 10, "one character at a time, the arguments should arrive in many fragments"
 
 
 @pytest.mark.task(6)
 def test_arguments_written_before_the_name_wait_for_it() -> None:
-    body = '{"arguments": {"city": "Paris"}, "name": "get_weather"}'
-    chunks = ["<tool_call>", body[:20], body[20:40], body[40:], "</tool_call>"]
+    reply = one_call('{"arguments": {"city": "Paris"}, "name": "get_weather"}')
+    chunks = split_at(reply.text, [11, 31, 51, len(reply.text) - 12])
     messages, deltas = stream_calls(chunks)
     assert not messages[1].tool_call_deltas and not messages[2].tool_call_deltas, (
-        "no fragment may go out before the call has a name\n" + call_trace(chunks))
+        "no fragment may go out before the call has a name\n" + call_trace(chunks, reply))
     assert messages[3].tool_call_deltas == [lab.ToolCallDelta(0, "get_weather", '{"city": "Paris"}')], (
-        "once the name arrives: the name and everything waiting, in one delta\n" + call_trace(chunks))
-    assert len(deltas) == 1, call_trace(chunks)
+        "once the name arrives: the name and everything waiting, in one delta\n" + call_trace(chunks, reply))
+    assert len(deltas) == 1, "nothing is left to send after that\n" + call_trace(chunks, reply)
 
 
 @pytest.mark.task(6)
@@ -546,12 +729,13 @@ def test_arguments_written_before_the_name_wait_for_it() -> None:
 def test_fragments_are_the_text_as_written_not_re_serialised(layout: dict[str, Any]) -> None:
     arguments = {"path": "メモ/旅行.md", "text": 'line "one"\n} </tool_call> \\ 🚀', "tags": [{"k": []}]}
     written = json.dumps(arguments, **layout)
-    text = f'<tool_call>\n{{"name": "write_file", "arguments": {written}}}\n</tool_call>'
-    chunks = split_at(text, range(5, len(text), 7))
+    reply = written_from(f'<tool_call>\n{{"name": "write_file", "arguments": {written}}}\n</tool_call>')
+    chunks = split_at(reply.text, range(5, len(reply.text), 7))
     messages, deltas = stream_calls(chunks)
     streamed = "".join(d.arguments_fragment for d in deltas)
     assert streamed == written, (f"the fragments must join to the arguments exactly as written\n"
-                                 f"  expected {quote(written)}\n  got      {quote(streamed)}\n" + call_trace(chunks))
+                                 f"  expected {quote(written)}\n  got      {quote(streamed)}\n"
+                                 + call_trace(chunks, reply))
     complete = [c for m in messages for c in m.tool_calls]
     assert complete == [call("write_file", arguments)] and complete[0].arguments_text == written, (
         "the complete call is still delivered, carrying the same text as the stream")
@@ -559,25 +743,40 @@ def test_fragments_are_the_text_as_written_not_re_serialised(layout: dict[str, A
 
 
 @pytest.mark.task(6)
-def test_the_envelope_brace_is_never_streamed() -> None:
-    for padding in ("", " ", "\n\n"):
-        text = '<tool_call>{"name": "f", "arguments": {"a": {"b": 1}}' + padding + "}" + padding + "</tool_call>"
-        chunks = list(text)
-        _, deltas = stream_calls(chunks)
-        streamed = "".join(d.arguments_fragment for d in deltas)
-        assert streamed == '{"a": {"b": 1}}', (
-            "the last '}' closes the envelope, not the arguments: it must not be streamed\n" + call_trace(chunks))
+@pytest.mark.parametrize("padding", ["", " ", "\n\n"], ids=["tight", "space", "newlines"])
+def test_the_envelope_brace_is_never_streamed(padding: str) -> None:
+    reply = one_call('{"name": "f", "arguments": {"a": {"b": 1}}' + padding + "}" + padding)
+    chunks = list(reply.text)
+    _, deltas = stream_calls(chunks)
+    streamed = "".join(d.arguments_fragment for d in deltas)
+    assert streamed == '{"a": {"b": 1}}', (
+        "the last '}' closes the envelope, not the arguments: it must not be streamed\n" + call_trace(chunks, reply))
 
 
 @pytest.mark.task(6)
 def test_parallel_calls_are_numbered_in_order_and_never_mixed() -> None:
     first, second = {"name": "a", "arguments": {"x": "1"}}, {"name": "b", "arguments": {"y": [2, 3]}}
-    text = "Two: " + block(first) + " and " + block(second, padding="\n") + " done"
-    chunks = split_at(text, range(3, len(text), 4))
+    reply = written_from("Two: ", block(first), " and ", block(second, padding="\n"), " done")
+    chunks = split_at(reply.text, range(3, len(reply.text), 4))
     _, deltas = stream_calls(chunks)
     assert [d.index for d in deltas] == sorted(d.index for d in deltas), (
-        "call 0 is finished before call 1 starts: their deltas must not interleave\n" + call_trace(chunks))
-    assert per_call(deltas) == {0: (["a"], '{"x": "1"}'), 1: (["b"], '{"y": [2, 3]}')}, call_trace(chunks)
+        "call 0 is finished before call 1 starts: their deltas must not interleave\n" + call_trace(chunks, reply))
+    assert per_call(deltas) == {0: (["a"], '{"x": "1"}'), 1: (["b"], '{"y": [2, 3]}')}, (
+        "two calls: indices 0 and 1, each named once, each with its own arguments\n" + call_trace(chunks, reply))
+
+
+@pytest.mark.task(6)
+@given(st.integers(1, 80), st.integers(1, 80))
+@example(cut=24, step=1)  # the backslash of \u005f at the end of a delta
+@example(cut=22, step=80)
+def test_an_escaped_name_is_decoded_however_it_is_cut(cut: int, step: int) -> None:
+    chunks = [ESCAPED_NAME.text[:cut], *split_at(ESCAPED_NAME.text[cut:], range(step, len(ESCAPED_NAME.text), step))]
+    _, deltas = stream_calls([c for c in chunks if c])
+    names = [d.name for d in deltas if d.name is not None]
+    assert names == ["get_weathe" + "r\u00e9"], (
+        f"the name is sent once, decoded (\\u005f is '_'): got {names}\n" + call_trace(chunks, ESCAPED_NAME))
+    assert "".join(d.arguments_fragment for d in deltas) == '{"q": "\\u005f"}', (
+        "in the arguments the escape stays as written\n" + call_trace(chunks, ESCAPED_NAME))
 
 
 @pytest.mark.task(6)
@@ -595,6 +794,73 @@ def test_a_call_that_turns_out_malformed_is_still_loud() -> None:
 
 
 @pytest.mark.task(6)
+@pytest.mark.parametrize("body", ['{"na\\qme": "f", "arguments": {}}', '{"name": "f\\q", "arguments": {}}'],
+                         ids=["bad-escape-in-a-key", "bad-escape-in-the-name"])
+def test_a_malformed_call_streams_without_crashing(body: str) -> None:
+    """The reader never raises: while the block is open it cannot know the call is bad. The end tag decides."""
+    parser = lab.StreamingToolParser(stream_arguments=True)
+    for char in "<tool_call>" + body:
+        parser.feed(char)  # must not raise: nothing is known to be wrong yet
+    with pytest.raises(lab.ToolCallParseError) as raised:
+        parser.feed("</tool_call>")
+    assert raised.value.raw == body, "at its end tag, the malformed call raises ToolCallParseError with its raw text"
+
+
+@pytest.mark.task(6)
+def test_a_failed_feed_does_not_lose_a_brace() -> None:
+    """The lost brace (vLLM #22885): a feed closes call 0, then meets a malformed call 1 and raises."""
+    parser = lab.StreamingToolParser(stream_arguments=True)
+    sent = [d.arguments_fragment for d in parser.feed('<tool_call>{"name": "f", "arguments": {"x": 1').tool_call_deltas]
+    with pytest.raises(lab.ToolCallParseError):
+        parser.feed('}}</tool_call><tool_call>{"name": 5}</tool_call>')
+    last = parser.feed("}}</tool_call>")
+    sent += [d.arguments_fragment for d in last.tool_call_deltas]
+    assert [c.arguments_text for c in last.tool_calls] == ['{"x": 1}'], "the same text again completes call 0"
+    assert "".join(sent) == '{"x": 1}', (
+        f"the fragments join to {quote(''.join(sent))}, but the call's arguments are '{{\"x\": 1}}': the failed feed "
+        "must leave call 0's reader as it was, so the '}' it brought is read again when the text comes again")
+
+
+@pytest.mark.task(6)
+@given(written_tool_call_replies(max_calls=2), st.integers(0, 10_000))
+@example(reply=written_from("a ", block({"name": "f", "arguments": {"x": 1}})), cut_at=23)
+def test_a_failed_feed_leaves_the_streamed_calls_as_they_were(reply: WrittenReply, cut_at: int) -> None:
+    if not reply.calls:
+        return
+    cut = cut_at % first_block_end(reply)  # anywhere before the end of the first block
+    messages, story = replay_after_a_failed_feed(reply, cut, stream_arguments=True)
+    calls = per_call([d for m in messages for d in m.tool_call_deltas])
+    for index, written in enumerate(reply.calls):
+        names, joined = calls.get(index, ([], ""))
+        assert (names, joined) == ([written.name], written.arguments_text), (
+            f"call {index}: a feed that raised must leave the call's reader as it was, so that the name still goes "
+            f"out once and the fragments join to {quote(written.arguments_text)}; got the names {names} and the "
+            f"fragments {quote(joined)}\n{story}")
+
+
+@pytest.mark.task(6)
+def test_a_repeated_key_streams_but_the_call_is_refused() -> None:
+    parser = lab.StreamingToolParser(stream_arguments=True)
+    raw = REPEATED_KEYS["arguments-twice"]
+    with pytest.raises(lab.ToolCallParseError) as raised:
+        parser.feed("<tool_call>" + raw + "</tool_call>")
+    assert raised.value.raw == raw, (
+        "a call with a repeated key is refused when its block closes, streamed or not: the stream could only "
+        "have sent the first value, while json.loads keeps the last")
+
+
+@pytest.mark.task(6)
+def test_a_block_left_open_streams_like_a_closed_one() -> None:
+    reply = written_from("Sure. ", block(WEATHER))
+    chunks = list(reply.text[: -len("</tool_call>")])  # the model stopped right after the JSON
+    messages, deltas = stream_calls(chunks)
+    assert per_call(deltas) == {0: (["get_weather"], reply.calls[0].arguments_text)}, (
+        "a call whose end tag never came streams exactly like one that closed\n" + call_trace(chunks, reply))
+    assert messages[-1].tool_calls == [call(**WEATHER)] and not messages[-1].tool_call_deltas, (
+        "finish delivers the complete call, and has nothing left to stream")
+
+
+@pytest.mark.task(6)
 def test_calls_stream_only_when_asked() -> None:
     quiet, streaming = lab.StreamingToolParser(), lab.StreamingToolParser(stream_arguments=True)
     quiet_out = [quiet.feed("x " + block(WEATHER)), quiet.finish()]
@@ -609,6 +875,7 @@ def test_calls_stream_only_when_asked() -> None:
 @given(written_tool_call_replies(), CHUNK_SIZES)
 @example(reply=BRACE_IN_A_STRING, sizes=[1])
 @example(reply=ARGUMENTS_FIRST, sizes=[1])
+@example(reply=EXTRA_KEYS, sizes=[1])
 def test_streamed_calls_equal_what_was_written_for_any_chunking(reply: WrittenReply, sizes: list[int]) -> None:
     chunks = cut_by_sizes(reply.text, sizes)
     messages, deltas = stream_calls(chunks)
@@ -616,11 +883,10 @@ def test_streamed_calls_equal_what_was_written_for_any_chunking(reply: WrittenRe
     for index, written in enumerate(reply.calls):
         names, streamed = calls.get(index, ([], ""))
         assert names == [written.name], (  # (a message is only built when its assertion fails)
-            f"call {index}: the name must be sent exactly once\n" + call_trace(chunks, oracle_steps(reply, chunks)))
+            f"call {index}: the name must be sent exactly once\n" + call_trace(chunks, reply))
         assert streamed == written.arguments_text, (
             f"call {index}: the fragments must join to the arguments as written\n"
-            f"  expected {quote(written.arguments_text)}\n  got      {quote(streamed)}\n"
-            + call_trace(chunks, oracle_steps(reply, chunks)))
+            f"  expected {quote(written.arguments_text)}\n  got      {quote(streamed)}\n" + call_trace(chunks, reply))
     assert sorted(calls) == list(range(len(reply.calls))), "calls are numbered 0, 1, ... in order"
     assert [d.index for d in deltas] == sorted(d.index for d in deltas), "deltas of two calls never interleave"
     for index in calls:
@@ -637,6 +903,7 @@ def test_streamed_calls_equal_what_was_written_for_any_chunking(reply: WrittenRe
 @example(reply=BRACES_AT_THE_END, sizes=[1])
 @example(reply=ARGUMENTS_FIRST, sizes=[3])
 @example(reply=BRACE_IN_A_STRING, sizes=[2])
+@example(reply=EXTRA_KEYS, sizes=[3])
 def test_arguments_stream_as_they_are_written_and_are_never_taken_back(reply: WrittenReply, sizes: list[int]) -> None:
     chunks = cut_by_sizes(reply.text, sizes)
     parser = lab.StreamingToolParser(stream_arguments=True)
@@ -650,29 +917,73 @@ def test_arguments_stream_as_they_are_written_and_are_never_taken_back(reply: Wr
             sent[delta.index] = sent.get(delta.index, "") + delta.arguments_fragment
         fed += len(chunk)
         for index, written in enumerate(reply.calls):
-            allowed = expected_so_far(written, reply.text, fed)
+            due = expected_so_far(written, reply.text, fed)
             so_far = sent.get(index, "")
             where = f"after step {step} ({fed} characters), call {index}"
             assert named.get(index, 0) == (fed >= written.name_end), (
                 f"{where}: the name must be sent once, as soon as its closing quote has arrived\n"
-                + call_trace(chunks, oracle_steps(reply, chunks)))
-            assert allowed.startswith(so_far), (
-                f"{where}: sent {quote(so_far)}, which is not what the model wrote so far ({quote(allowed)}): "
-                f"a fragment can never be taken back\n" + call_trace(chunks, oracle_steps(reply, chunks)))
-            assert HOLDABLE_TAIL.fullmatch(allowed[len(so_far):]), (
-                f"{where}: holding {quote(allowed[len(so_far):])}; only whitespace and one closing brace "
-                f"may wait\n" + call_trace(chunks, oracle_steps(reply, chunks)))
+                + call_trace(chunks, reply))
+            assert due.startswith(so_far), (
+                f"{where}: sent {quote(so_far)}, which is not what the model wrote so far ({quote(due)}): "
+                f"a fragment can never be taken back\n" + call_trace(chunks, reply))
+            assert so_far == due, (
+                f"{where}: holding {quote(due[len(so_far):])}; a reader that follows the nesting knows each "
+                f"character of the arguments is theirs when it arrives, so nothing may wait\n"
+                + call_trace(chunks, reply))
 
 
-# Cost: the parser may not re-join or re-read the open block per delta. The test counts
-# the characters handed to the scanners (find_end_tag, CallReader.feed, parse_call)
-# wherever the parser's code looks them up, like lab-04 counts the ids passed to decode.
+# Cost: the parser may not re-join or re-read the open block per delta. The test counts the
+# characters handed to the scanners (find_end_tag, CallReader.feed, parse_call) and to any
+# regular expression that the lab's code runs, like lab-04 counts the ids passed to decode.
+# (A plain str method such as find() over the whole body cannot be counted; don't.)
+
+REGEX_METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split")
+
+
+def counting_regexes(counts: dict[str, int], namespaces: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Count the characters that regular expressions called from the lab's code scan: up to the end
+    of the match they return, or to the end of the text (a search that fails, findall, sub, ...)."""
+    def scanned(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        result = method(*args, **kwargs)
+        text = next((a for a in args if isinstance(a, str)), "")
+        start = next((a for a in args if type(a) is int), 0)  # a start position, if one was given
+        end = result.end() if isinstance(result, re.Match) else len(text)
+        counts["regular expressions"] += max(0, end - start)
+        return result
+
+    class CountingPattern:
+        def __init__(self, pattern: re.Pattern[str]) -> None:
+            self.pattern = pattern
+
+        def __getattr__(self, name: str) -> Any:
+            method = getattr(self.pattern, name)
+            return (lambda *args, **kwargs: scanned(method, args, kwargs)) if name in REGEX_METHODS else method
+
+    mine = {id(namespace) for namespace in namespaces}
+
+    def counting_function(original: Callable[..., Any]) -> Callable[..., Any]:
+        def call(pattern: Any, *args: Any, **kwargs: Any) -> Any:  # re.search(pattern, text, ...)
+            if id(sys._getframe(1).f_globals) not in mine:
+                return original(pattern, *args, **kwargs)
+            return scanned(lambda *a, **k: original(pattern, *a, **k), args, kwargs)
+        return call
+
+    for name in REGEX_METHODS:
+        monkeypatch.setattr(re, name, counting_function(getattr(re, name)))
+    for namespace in namespaces:  # patterns compiled when the module loaded, in it or in its classes
+        for key, value in list(namespace.items()):
+            if isinstance(value, re.Pattern):
+                monkeypatch.setitem(namespace, key, CountingPattern(value))
+            elif isinstance(value, type):
+                for attr, member in list(vars(value).items()):
+                    if isinstance(member, re.Pattern):
+                        monkeypatch.setattr(value, attr, CountingPattern(member))
 
 
 def count_scanned(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    counts = {"find_end_tag": 0, "CallReader.feed": 0, "parse_call": 0}
-    namespaces = {id(f.__globals__): f.__globals__ for klass in lab.StreamingToolParser.__mro__
-                  for f in vars(klass).values() if inspect.isfunction(f)}
+    counts = {"find_end_tag": 0, "CallReader.feed": 0, "parse_call": 0, "regular expressions": 0}
+    namespaces = {id(f.__globals__): f.__globals__ for klass in (lab.StreamingToolParser, lab.CallReader)
+                  for k in klass.__mro__ for f in vars(k).values() if inspect.isfunction(f)}
 
     def counting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(text: str, *args: Any, **kwargs: Any) -> Any:
@@ -693,23 +1004,27 @@ def count_scanned(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
                     return super().feed(text)
 
             monkeypatch.setitem(namespace, "CallReader", CountingReader)
+    counting_regexes(counts, list(namespaces.values()), monkeypatch)
     return counts
 
 
-def long_call(size: int) -> tuple[str, str]:
+def long_call(size: int, name_first: bool = True) -> tuple[str, str]:
     """A reply with one call whose argument is ``size`` characters of CJK, emoji, quotes and braces."""
     pattern = 'データ {"k": [1]} 🚀 "q" \\ '
     value = (pattern * (size // len(pattern) + 1))[:size]
     arguments_text = json.dumps({"content": value}, ensure_ascii=False)
-    body = '{"name": "write_file", "arguments": ' + arguments_text + "}"
+    name, arguments = '"name": "write_file"', '"arguments": ' + arguments_text
+    body = "{" + (f"{name}, {arguments}" if name_first else f"{arguments}, {name}") + "}"
     return "Writing. <tool_call>" + body + "</tool_call>", arguments_text
 
 
 @pytest.mark.task(6)
-@pytest.mark.parametrize(("size", "chunk"), [(20_000, 1), (1_000_000, 1009)], ids=["20k-by-1", "1M-by-1009"])
+@pytest.mark.parametrize(("size", "chunk", "name_first"),
+                         [(20_000, 1, True), (300_000, 1009, True), (20_000, 1, False)],
+                         ids=["20k-by-1", "300k-by-1009", "arguments-first-20k-by-1"])
 def test_cost_per_character_is_constant_inside_one_long_argument(monkeypatch: pytest.MonkeyPatch, size: int,
-                                                                 chunk: int) -> None:
-    text, arguments_text = long_call(size)
+                                                                 chunk: int, name_first: bool) -> None:
+    text, arguments_text = long_call(size, name_first)
     chunks = [text[i : i + chunk] for i in range(0, len(text), chunk)]
     counts = count_scanned(monkeypatch)
     parser = lab.StreamingToolParser(stream_arguments=True)
@@ -723,9 +1038,10 @@ def test_cost_per_character_is_constant_inside_one_long_argument(monkeypatch: py
     assert counts["CallReader.feed"] >= len(arguments_text), (
         "each block's new text must go through CallReader.feed (that is how this test sees the work done)")
     assert scanned <= budget, (
-        f"{len(text):,} characters fed in {len(chunks):,} deltas, but {scanned:,} characters were handed to the "
-        f"scanners ({counts}); at most {budget:,} allowed. Re-joining or re-reading the open block on every "
-        f"delta makes each delta cost as much as the whole call so far")
+        f"each character may be looked at a few times, not once per delta: {len(text):,} characters fed in "
+        f"{len(chunks):,} deltas, but {scanned:,} characters were handed to the scanners and regular expressions "
+        f"({counts}); at most {budget:,} allowed. Re-joining or re-reading the open block (or the call so far) "
+        f"on every delta makes each delta cost as much as the whole call so far")
 
 
 # -------------------------------------------------------------------------- control

@@ -2,31 +2,26 @@
 find_end_tag (which resumes where it stopped, so the answers are right). Each delta then costs as
 much as the call so far: quadratic inside one long argument. Only the count of characters sees it."""
 
-from typing import Any
-
-from mini_vllm.labs import load_lab
-
-_solution = load_lab("lab-01", "solution")
-globals().update({name: value for name, value in vars(_solution).items() if not name.startswith("__")})
+from mini_vllm.labs import lab_dir
 
 MUST_FAIL = ["test_cost_per_character_is_constant_inside_one_long_argument"]
 MAY_COST = [6]
 
-
-class StreamingToolParser(_solution.StreamingToolParser):
-    def _consume_block(self, text: str, out: Any) -> str | None:
-        block = self._block
-        done = sum(len(piece) for piece in block.pieces)
-        body = "".join(block.pieces) + block.unscanned + text  # the mistake: the whole block, every delta
-        end, scan = _solution.find_end_tag(body, block.scan._replace(position=done + block.scan.position))
-        if end is None:
-            cleared = body[done : scan.position]
-            block.pieces.append(cleared)
-            self._block = block._replace(unscanned=body[scan.position :], scan=scan._replace(position=0))
-            self._stream(block.reader, cleared, out)
-            return None
-        call = _solution.parse_call(body[:end])
-        self._stream(block.reader, body[done:end], out)
-        out.tool_calls.append(call)
-        self._block = None
-        return body[end + len(_solution.END_TAG) :]
+# The reference solution with one mistake: each (old, new) pair replaces whole lines of it.
+MISTAKE = [
+    (r'''
+        window = self._unscanned + text
+        end, scan = find_end_tag(window, self._scan)
+''', r'''
+        done = sum(map(len, self._pieces))
+        body = "".join(self._pieces) + self._unscanned + text  # the mistake: the whole block, every delta
+        end, scan = find_end_tag(body, self._scan._replace(position=done + self._scan.position))
+        window, scan = body[done:], scan._replace(position=scan.position - done)
+        end = None if end is None else end - done
+'''),
+]
+_wrong = (lab_dir("lab-01") / "solution.py").read_text(encoding="utf-8")
+for _old, _new in MISTAKE:
+    assert _wrong.count(_old) == 1, f"the reference changed: update this variant ({_old.strip()[:40]})"
+    _wrong = _wrong.replace(_old, _new)
+exec(compile(_wrong, __file__, "exec"))

@@ -1,21 +1,24 @@
 """Wrong on purpose: shows prose at once, even a suffix that is the start of "<tool_call>"."""
 
-from typing import Any
+from mini_vllm.labs import lab_dir
 
-from mini_vllm.labs import load_lab
-
-_solution = load_lab("lab-01", "solution")
-globals().update({name: value for name, value in vars(_solution).items() if not name.startswith("__")})
-
-MUST_FAIL = ["test_a_partial_tag_is_held_not_leaked", "test_streaming_equals_batch_for_any_chunking",
-             "test_no_tag_ever_leaks_and_held_text_is_exactly_a_partial_tag", "test_fifty_random_slicings"]
+MUST_FAIL = ["test_a_partial_tag_is_held_not_leaked",
+             "test_streaming_equals_batch_for_any_chunking",
+             "test_no_tag_ever_leaks_and_held_text_is_exactly_a_partial_tag",
+             "test_fifty_random_slicings"]
 MAY_COST = [4, 6]
 
-
-class StreamingToolParser(_solution.StreamingToolParser):
-    def _consume_prose(self, text: str, out: Any) -> str | None:
-        if _solution.START_TAG not in self.held_text + text:
-            out.content += self.held_text + text  # the mistake: no hold-back
-            self.held_text = ""
-            return None
-        return super()._consume_prose(text, out)
+# The reference solution with one mistake: each (old, new) pair replaces whole lines of it.
+MISTAKE = [
+    (r'''
+            keep = next((n for n in range(min(len(START_TAG) - 1, len(window)), 0, -1)
+                         if window.endswith(START_TAG[:n])), 0)
+''', r'''
+            keep = 0  # the mistake: no hold-back
+'''),
+]
+_wrong = (lab_dir("lab-01") / "solution.py").read_text(encoding="utf-8")
+for _old, _new in MISTAKE:
+    assert _wrong.count(_old) == 1, f"the reference changed: update this variant ({_old.strip()[:40]})"
+    _wrong = _wrong.replace(_old, _new)
+exec(compile(_wrong, __file__, "exec"))
