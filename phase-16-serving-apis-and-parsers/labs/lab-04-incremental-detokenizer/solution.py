@@ -6,43 +6,31 @@ Two offsets into the token list do the bookkeeping (vLLM calls them prefix and r
                                        ^prefix   ^read
 
 - everything before ``read`` has been shown (or is the prompt's);
-- ``prefix .. read`` is a little context, decoded again with every step, so the new text
-  is read off against real neighbours: a SentencePiece tokenizer drops the first space of
-  a decoded string, so ``▁This`` alone decodes to ``This`` but after a context to `` This``;
+- ``prefix .. read`` is a little context, decoded again with every step, so the new text is
+  read off against real neighbours (a SentencePiece decoder drops the first space of the
+  string it decodes: ``▁This`` alone decodes to ``This``, after a context to `` This``);
 - ``read ..`` is pending: tokens whose text is not certain yet.
 
-Both offsets always sit *between characters* (on a "boundary"). A context that began in
-the middle of a character would decode to U+FFFD at its start, and on a byte-fallback
-tokenizer that U+FFFD spreads over the whole run of byte tokens, valid characters included.
-
-Each push decodes ``context + pending``. If that does not end in U+FFFD, everything is
-settled: show what goes past the context's text. If it does, a character may still be
-arriving; only its last few tokens can be unfinished, so look for a boundary among them
-and release what lies before it. A token position is a proven boundary when
-
-1. the text after it, decoded alone, does not start with U+FFFD (a cut character would
-   leave continuation bytes there, which always decode to U+FFFD), or
-2. the two sides decoded apart add up to the whole, and the right side has fewer
-   characters than tokens. Adding up alone is not enough: a bad run of byte-fallback
-   tokens gives one U+FFFD per byte however it is cut. Fewer characters than tokens proves
-   the right side holds a whole multi-token character (a model's own U+FFFD, say), or
-3. (inside the prompt) the text before it does not end in U+FFFD: its last character is complete.
-
-A prompt may end inside a character. Then ``read`` starts at the last boundary before
-that character, and the prompt's own characters past it are counted (``_hidden``) once
-the first output text settles, so they are skipped, while the character the output
-completes is shown.
+Both offsets sit between characters. Each push decodes ``context + pending`` and, when that
+does not end in U+FFFD, shows what goes past the context's text: that is the whole lesson.
+When it does end in U+FFFD, a character may still be arriving, so wait; but a model can
+also write U+FFFD itself, so once more than three tokens wait, release what lies before a
+proven boundary (:meth:`IncrementalDetokenizer._is_boundary`) and the work stays bounded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Sequence
+from os.path import commonprefix
 
 from mini_vllm.tokenizer_base import REPLACEMENT_CHAR, Tokenizer
 
-# An unfinished character is at most 3 bytes, so it spans at most the last 3 tokens.
-_MAX_UNFINISHED_TOKENS = 3
+# An unfinished character is at most 3 bytes, and every token holds at least one byte, so it
+# lies within the last 3 tokens. Pending text longer than that holds something final.
+_UNFINISHED_TOKENS = 3
+# How far back __init__ looks for the prompt's last boundary. Usually one to three tokens; a
+# token that ends one character and starts the next (b"\x8d\xf0\x9f") can push it further.
+_PROMPT_LOOKBACK = 8
 
 
 class IncrementalDetokenizer:
@@ -50,8 +38,8 @@ class IncrementalDetokenizer:
 
     The concatenation of every ``push`` and the final ``flush`` is the output's text:
     ``decode(prompt + output)[len(decode(prompt)):]`` whenever the prompt ends between
-    characters. The prompt's complete characters are never shown; a character the prompt
-    leaves unfinished belongs to the output, shown with the token that completes it.
+    characters. A character the prompt leaves unfinished belongs to the output, shown with
+    the token that completes it (or, if the output breaks it, as the output's U+FFFD).
     """
 
     def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int] = (), window: int = 4,
@@ -59,133 +47,25 @@ class IncrementalDetokenizer:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be an int >= 1, got {window!r}")
         self.tokenizer = tokenizer
-        self.window = window
         self.skip_special_tokens = skip_special_tokens
         self.tokens = list(prompt_ids)
-        prompt_text = self._decode(self.tokens)  # once, to reject a bad prompt id here rather than mid-stream
+        prompt_text = self._decode(self.tokens)  # a bad prompt id raises here, not mid-stream
         self._prompt_len = len(self.tokens)
-        self._skipped = set(tokenizer.all_special_ids) if skip_special_tokens else set()
-        self._boundaries = [0]  # known boundaries, oldest first (the prefix is chosen among them)
-        self._prefix = self._read = 0
+        self._context_tokens = max(1, window - 1)
+        # The prompt's own text past `read`, while `read` sits before a character the prompt leaves
+        # unfinished (None once the output's first text has settled it).
+        self._prompt_tail: str | None = None
+        read = self._prompt_len
+        if prompt_text.endswith(REPLACEMENT_CHAR):
+            read = self._last_prompt_boundary()
+            self._prompt_tail = self._decode(self.tokens[read:])
+        self._prefix = self._read = self._start = read
+        self._texts: dict[int, str] = {}  # end -> decode(tokens[prefix:end]) for the current prefix
         self._context_text = ""
-        self._texts: dict[int, str] = {}  # end -> decode(tokens[prefix:end]), for the current prefix
-        # Prompt characters past `read` that must not be shown; None until the prompt's end is resolved.
-        self._hidden: int | None = 0
-        start = self._last_prompt_boundary(prompt_text)
-        self._boundaries += self._boundaries_before(start)
-        if start < self._prompt_len:
-            self._hidden = None
-        self._move_to(start)
-
-    # ------------------------------------------------------------------ helpers
-
-    def _decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens)
-
-    def _text_to(self, end: int) -> str:
-        """``decode(tokens[prefix:end])``, remembered until the prefix moves."""
-        if end not in self._texts:
-            self._texts[end] = self._decode(self.tokens[self._prefix : end])
-        return self._texts[end]
-
-    def _proven_boundary(self, position: int, whole: str, left: Callable[[], str], left_may_be_clean: bool) -> bool:
-        """Whether no character straddles ``position``; ``left()`` and ``whole`` decode from the same start.
-
-        The right side is tried first: it is at most a few tokens. The left side's last character
-        is only worth a look at a position no earlier push ended on (a prompt position): wherever
-        a push ended with the text not ending in U+FFFD, ``read`` moved there already.
-        """
-        right = self._decode(self.tokens[position:])
-        if right and not right.startswith(REPLACEMENT_CHAR):
-            return True
-        visible = sum(1 for token_id in self.tokens[position:] if token_id not in self._skipped)
-        if right and len(right) < visible and left() + right == whole:
-            return True
-        if not left_may_be_clean:
-            return False
-        before = left()
-        return bool(before) and not before.endswith(REPLACEMENT_CHAR)
-
-    def _last_prompt_boundary(self, prompt_text: str) -> int:
-        """The last boundary at or before the prompt's end (one pass over the prompt, done once)."""
-        end = len(self.tokens)
-        if not prompt_text.endswith(REPLACEMENT_CHAR):
-            return end
-        for position in range(end - 1, max(0, end - 1 - _MAX_UNFINISHED_TOKENS), -1):
-            left = partial(self._decode, self.tokens[:position])
-            if self._proven_boundary(position, prompt_text, left, left_may_be_clean=True):
-                return position
-        return 0
-
-    def _boundaries_before(self, position: int) -> list[int]:
-        """A few proven boundaries just before ``position``, so the context can start near it."""
-        found = []
-        target = position - max(1, self.window - 1)
-        for candidate in range(target, max(0, target - 2 * _MAX_UNFINISHED_TOKENS), -1):
-            right = self._decode(self.tokens[candidate:position])
-            if right and not right.startswith(REPLACEMENT_CHAR):
-                found.append(candidate)
-                break
-        return [*found, position] if position else []
-
-    def _move_to(self, read: int) -> None:
-        """Everything before ``read`` is shown; keep a context of at least ``window - 1`` tokens (and one)."""
-        self._read = read
-        if read != self._boundaries[-1]:
-            self._boundaries.append(read)
-        # At least one token it will show (not a skipped special): a SentencePiece decoder strips
-        # the first space of the decoded string, and that must be the context's, never the new text's.
-        keep = max(1, self.window - 1)
-        prefix = self._boundaries[0]
-        for boundary in reversed(self._boundaries):
-            if sum(1 for t in self.tokens[boundary:read] if t not in self._skipped) >= keep:
-                prefix = boundary
-                break
-        self._boundaries = [b for b in self._boundaries if b >= prefix]
-        if prefix != self._prefix:
-            self._prefix, self._texts = prefix, {}
-        self._context_text = self._text_to(read)
-
-    def _resolve_hidden(self, text: str, end: int) -> int:
-        """How many characters of ``text`` (the decode up to ``end``) past the context are the prompt's."""
-        last = self._prompt_len
-        for cut in range(last, max(self._read, last - _MAX_UNFINISHED_TOKENS) - 1, -1):
-            head, tail = self._text_to(cut), self._decode(self.tokens[cut:end])
-            if text in (head + tail, head + " " + tail):  # (alone, a SentencePiece tail loses its first space)
-                break
-        else:
-            cut, head = self._read, self._context_text
-        return len(head) - len(self._context_text) + self._prompt_units_after(cut, head, text)
-
-    def _prompt_units_after(self, cut: int, head: str, text: str) -> int:
-        """Whole prompt characters between the boundary ``cut`` and the prompt's end.
-
-        Only a byte-level token can hold some (e.g. ``b" \\xf0\\x9f"``: a space, then half an
-        emoji). The prompt's own decode past ``cut`` is then those characters plus one U+FFFD for
-        the unfinished one. On a byte-fallback tokenizer there are none: its byte tokens hold
-        one byte each, and their U+FFFDs (one per byte) must not be mistaken for characters.
-        """
-        last = self._prompt_len
-        prompt_text = self._text_to(last)
-        if cut == last or not prompt_text.startswith(head):
-            return 0
-        own = prompt_text[len(head) :]
-        visible = sum(1 for token_id in self.tokens[cut:last] if token_id not in self._skipped)
-        if own == REPLACEMENT_CHAR * visible or not text[len(head) :].startswith(own[:-1]):
-            return 0
-        return len(own) - 1
-
-    def _show_through(self, read: int, text: str) -> str:
-        """``text`` decodes ``tokens[prefix:read]`` and ``read`` is a boundary: show what is new."""
-        if read <= self._prompt_len:
-            new_text = ""  # still inside the prompt
-        else:
-            if self._hidden is None:
-                self._hidden = self._resolve_hidden(text, read)
-            new_text = text[len(self._context_text) + self._hidden :]
-            self._hidden = 0
-        self._move_to(read)
-        return new_text
+        if read == self._prompt_len:
+            self._prefix = self._prompt_context_start()
+            self._context_text = self._text_to(read)
+        self._starts = [self._prefix]  # earlier read offsets: boundaries where the context may start
 
     # ------------------------------------------------------------------ the lesson
 
@@ -196,12 +76,12 @@ class IncrementalDetokenizer:
         self._texts[end] = text
         if not text.endswith(REPLACEMENT_CHAR):
             return self._show_through(end, text)
-        # A character still arriving, or a real/broken one. Only the last few tokens can belong to
-        # an unfinished character: release what comes before the latest proven boundary.
-        for position in range(end - 1, max(self._read, end - 1 - _MAX_UNFINISHED_TOKENS), -1):
-            left = partial(self._text_to, position)
-            if self._proven_boundary(position, text, left, left_may_be_clean=position <= self._prompt_len):
-                return self._show_through(position, left())
+        # A character still arriving spans at most the last three tokens: wait for it. Text
+        # before them is final once a boundary there is proven, so release it (bounded work).
+        rights: dict[int, str] = {}  # position -> decode(tokens[position:end]), shared by the proofs
+        for position in range(end - _UNFINISHED_TOKENS, max(self._read, self._prompt_len), -1):
+            if self._is_boundary(position, end, text, rights):
+                return self._show_through(position, self._text_to(position))
         return ""
 
     def flush(self) -> str:
@@ -210,12 +90,116 @@ class IncrementalDetokenizer:
         if end <= max(self._read, self._prompt_len):
             return ""
         text = self._text_to(end)
-        if text.startswith(self._context_text):
-            return self._show_through(end, text)
-        # On a byte-fallback tokenizer an unfinished tail spoils its whole byte run, the context's
-        # part included: decode the pending tokens on their own (they start on a boundary).
-        pending = self._decode(self.tokens[self._read :])
-        hidden = self._hidden or 0
-        self._hidden = 0
-        self._move_to(end)
-        return pending[hidden:]
+        if not text.startswith(self._context_text):
+            # A byte-fallback decoder turns a whole byte run into U+FFFDs when its end is cut
+            # off, the context's part too: decode the pending tokens on their own instead.
+            self._prefix, self._context_text, self._texts = self._read, "", {}
+            text = self._text_to(end)
+        return self._show_through(end, text)
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens)
+
+    def _text_to(self, end: int) -> str:
+        """``decode(tokens[prefix:end])``, remembered until the prefix moves."""
+        if end not in self._texts:
+            self._texts[end] = self._decode(self.tokens[self._prefix : end])
+        return self._texts[end]
+
+    def _show_through(self, read: int, text: str) -> str:
+        """``read`` is a boundary and ``text`` decodes ``tokens[prefix:read]``: show what is new."""
+        new_text = text[len(self._context_text) :]
+        if self._prompt_tail is not None:
+            new_text = new_text[self._prompt_chars(new_text, read) :]
+            self._prompt_tail = None
+        self._read, self._context_text = read, text
+        self._starts.append(read)
+        self._trim_context()
+        return new_text
+
+    def _trim_context(self) -> None:
+        """Move the prefix up to a later boundary once the context is twice as long as it must be.
+
+        Moving it costs one decode, so it moves in jumps, not with every token. The new context
+        must decode to some text: a context of skipped special tokens alone would let the
+        decoder strip the first space of the *new* text.
+        """
+        if self._read - self._prefix < 2 * self._context_tokens:
+            return
+        start = next(s for s in reversed(self._starts) if self._read - s >= self._context_tokens)  # (the prefix is one)
+        context_text = self._decode(self.tokens[start : self._read])
+        if context_text:
+            self._prefix, self._context_text, self._texts = start, context_text, {}
+            self._starts = [s for s in self._starts if s >= start]
+
+    # ------------------------------------------------------------------ proofs, with decode alone
+
+    def _is_boundary(self, position: int, end: int, text: str, rights: dict[int, str]) -> bool:
+        """Whether no character straddles ``position``, at least three tokens before ``end``.
+
+        ``text`` decodes ``tokens[prefix:end]``; ``rights`` remembers ``decode(tokens[p:end])``.
+        Proven with decode alone, in one of three ways:
+
+        1. the text after it, decoded alone, starts with a character, not U+FFFD (a cut
+           character leaves continuation bytes there, and those decode to U+FFFD);
+        2. the two sides decoded apart add up to the whole, and the right side has fewer
+           characters than tokens (so it holds a whole multi-token character, such as a
+           model's own U+FFFD). Adding up alone proves nothing on a byte-fallback tokenizer,
+           which turns each byte of a broken run into its own U+FFFD however it is cut;
+        3. every seam from it to the end adds up. On a byte-fallback tokenizer, a complete
+           character before an unfinished one would break that at its own end; this is how a
+           run of single-token U+FFFD, which proof 2 cannot see, is released.
+        """
+        right = self._right(position, end, rights)
+        if not right:
+            return False
+        if not right.startswith(REPLACEMENT_CHAR):
+            return True
+        if self._text_to(position) + right != text:
+            return False
+        return len(right) < end - position or all(
+            self._text_to(seam) + self._right(seam, end, rights) == text for seam in range(position + 1, end))
+
+    def _right(self, position: int, end: int, rights: dict[int, str]) -> str:
+        if position not in rights:
+            rights[position] = self._decode(self.tokens[position:end])
+        return rights[position]
+
+    # ------------------------------------------------------------------ a prompt that ends inside a character
+
+    def _last_prompt_boundary(self) -> int:
+        """The latest position before the prompt's end that no character straddles (0 if none is found near it)."""
+        last = self._prompt_len
+        for position in range(last - 1, max(0, last - _PROMPT_LOOKBACK), -1):
+            before, after = self._decode(self.tokens[:position]), self._decode(self.tokens[position:last])
+            if (before and not before.endswith(REPLACEMENT_CHAR)) or (after and not after.startswith(REPLACEMENT_CHAR)):
+                return position
+        return 0
+
+    def _prompt_context_start(self) -> int:
+        """A boundary at least ``window - 1`` tokens before the prompt's (clean) end, found near it."""
+        last = self._prompt_len
+        for start in range(last - self._context_tokens, max(0, last - self._context_tokens - _PROMPT_LOOKBACK), -1):
+            text = self._decode(self.tokens[start:last])
+            if text and not text.startswith(REPLACEMENT_CHAR):
+                return start
+        return 0
+
+    def _prompt_chars(self, new_text: str, read: int) -> int:
+        """How many characters at the start of ``new_text`` (decoded from ``read``'s old value) are the prompt's.
+
+        ``tail`` is the prompt's own text from there: its complete characters, then U+FFFD for
+        the unfinished one (on a byte-fallback tokenizer, one U+FFFD per byte token). If the
+        output's text just adds to it, the prompt ended between characters after all (its last
+        character was a real U+FFFD) and all of ``tail`` is the prompt's. Otherwise the tail's
+        characters that the output's text keeps are the prompt's, but never the unfinished one.
+        """
+        tail = self._prompt_tail or ""
+        output = self._decode(self.tokens[self._prompt_len : read])
+        if new_text in (tail + output, tail + " " + output):  # (alone, a SentencePiece output loses its first space)
+            return len(tail)
+        if tail == REPLACEMENT_CHAR * (self._prompt_len - self._start):
+            return 0  # one U+FFFD per token: the byte tokens of the unfinished character, nothing whole
+        return max(0, min(len(commonprefix([tail, new_text])), len(tail) - 1))
