@@ -52,13 +52,13 @@ class IncrementalDetokenizer:
         prompt_text = self._decode(self.tokens)  # a bad prompt id raises here, not mid-stream
         self._prompt_len = len(self.tokens)
         self._context_tokens = max(1, window - 1)
-        # The prompt's own text past `read`, while `read` sits before a character the prompt leaves
-        # unfinished (None once the output's first text has settled it).
-        self._prompt_tail: str | None = None
+        # Set while `read` sits before a character the prompt leaves unfinished, until the output's
+        # first text settles which characters past `read` are the prompt's own.
+        self._prompt_unfinished = False
         read = self._prompt_len
         if prompt_text.endswith(REPLACEMENT_CHAR):
             read = self._last_prompt_boundary()
-            self._prompt_tail = self._decode(self.tokens[read:])
+            self._prompt_unfinished = True
         self._prefix = self._read = self._start = read
         self._texts: dict[int, str] = {}  # end -> decode(tokens[prefix:end]) for the current prefix
         self._context_text = ""
@@ -111,9 +111,9 @@ class IncrementalDetokenizer:
     def _show_through(self, read: int, text: str) -> str:
         """``read`` is a boundary and ``text`` decodes ``tokens[prefix:read]``: show what is new."""
         new_text = text[len(self._context_text) :]
-        if self._prompt_tail is not None:
+        if self._prompt_unfinished:
             new_text = new_text[self._prompt_chars(new_text, read) :]
-            self._prompt_tail = None
+            self._prompt_unfinished = False
         self._read, self._context_text = read, text
         self._starts.append(read)
         self._trim_context()
@@ -188,18 +188,26 @@ class IncrementalDetokenizer:
         return 0
 
     def _prompt_chars(self, new_text: str, read: int) -> int:
-        """How many characters at the start of ``new_text`` (decoded from ``read``'s old value) are the prompt's.
+        """How many characters at the start of ``new_text`` (``tokens[start:read]`` decoded) are the prompt's.
 
-        ``tail`` is the prompt's own text from there: its complete characters, then U+FFFD for
-        the unfinished one (on a byte-fallback tokenizer, one U+FFFD per byte token). If the
-        output's text just adds to it, the prompt ended between characters after all (its last
-        character was a real U+FFFD) and all of ``tail`` is the prompt's. Otherwise the tail's
-        characters that the output's text keeps are the prompt's, but never the unfinished one.
+        First find the latest seam inside the prompt's tail where the output's first text adds
+        up (a seam of a settled text that adds up is a boundary): everything before it is the
+        prompt's. If that is the prompt's end, the prompt ended between characters after all
+        (say, in a real U+FFFD). Past the seam, the tail is the prompt's complete characters (a
+        token such as ``b" \xf0\x9f"`` holds a whole space) and then U+FFFD for the unfinished
+        one, or one U+FFFD per byte token on a byte-fallback tokenizer, with nothing whole.
         """
-        tail = self._prompt_tail or ""
-        output = self._decode(self.tokens[self._prompt_len : read])
-        if new_text in (tail + output, tail + " " + output):  # (alone, a SentencePiece output loses its first space)
-            return len(tail)
-        if tail == REPLACEMENT_CHAR * (self._prompt_len - self._start):
-            return 0  # one U+FFFD per token: the byte tokens of the unfinished character, nothing whole
-        return max(0, min(len(commonprefix([tail, new_text])), len(tail) - 1))
+        last = self._prompt_len
+        seam = next(q for q in range(last, self._start - 1, -1) if self._adds_up_to(new_text, q, read))
+        head, tail = self._decode(self.tokens[self._start : seam]), self._decode(self.tokens[seam:last])
+        if all(self._decode([t]) == REPLACEMENT_CHAR for t in self.tokens[seam:last]) and (
+                tail == REPLACEMENT_CHAR * (last - seam)):
+            return len(head)  # byte tokens of the unfinished character: nothing whole
+        return len(head) + max(0, min(len(commonprefix([tail, new_text[len(head) :]])), len(tail) - 1))
+
+    def _adds_up_to(self, text: str, seam: int, read: int) -> bool:
+        """Whether ``tokens[start:seam]`` and ``tokens[seam:read]`` decoded apart give ``text``."""
+        if seam == self._start:
+            return True
+        head, rest = self._decode(self.tokens[self._start : seam]), self._decode(self.tokens[seam:read])
+        return text in (head + rest, head + " " + rest)  # (alone, a SentencePiece output loses its first space)
