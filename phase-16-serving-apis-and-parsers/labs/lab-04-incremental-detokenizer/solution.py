@@ -70,12 +70,14 @@ class IncrementalDetokenizer:
     # ------------------------------------------------------------------ the lesson
 
     def push(self, token_id: int) -> str:
-        text = self._decode([*self.tokens[self._prefix :], token_id])  # a bad id raises here, state intact
+        ids = self.tokens[self._prefix :]
+        ids.append(token_id)
+        text = self.tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens)  # a bad id raises here
         self.tokens.append(token_id)
         end = len(self.tokens)
-        self._texts[end] = text
         if not text.endswith(REPLACEMENT_CHAR):
             return self._show_through(end, text)
+        self._texts[end] = text
         # A character still arriving spans at most the last three tokens: wait for it. Text
         # before them is final once a boundary there is proven, so release it (bounded work).
         rights: dict[int, str] = {}  # position -> decode(tokens[position:end]), shared by the proofs
@@ -116,18 +118,18 @@ class IncrementalDetokenizer:
             self._prompt_unfinished = False
         self._read, self._context_text = read, text
         self._starts.append(read)
-        self._trim_context()
+        if read - self._prefix >= 3 * self._context_tokens:
+            self._move_prefix()
         return new_text
 
-    def _trim_context(self) -> None:
-        """Move the prefix up to a later boundary once the context is twice as long as it must be.
+    def _move_prefix(self) -> None:
+        """Move the prefix up to the latest boundary that leaves ``window - 1`` tokens of context.
 
-        Moving it costs one decode, so it moves in jumps, not with every token. The new context
-        must decode to some text: a context of skipped special tokens alone would let the
-        decoder strip the first space of the *new* text.
+        Moving it costs a decode of the new context, so it moves in jumps (once the context has
+        grown to three times that), not with every token. The new context must decode to some
+        text: a context of skipped special tokens alone would let a SentencePiece decoder strip
+        the first space of the *new* text.
         """
-        if self._read - self._prefix < 2 * self._context_tokens:
-            return
         start = next(s for s in reversed(self._starts) if self._read - s >= self._context_tokens)  # (the prefix is one)
         context_text = self._decode(self.tokens[start : self._read])
         if context_text:
@@ -160,7 +162,7 @@ class IncrementalDetokenizer:
         if self._text_to(position) + right != text:
             return False
         return len(right) < end - position or all(
-            self._text_to(seam) + self._right(seam, end, rights) == text for seam in range(position + 1, end))
+            self._text_to(seam) + self._right(seam, end, rights) == text for seam in range(end - 1, position, -1))
 
     def _right(self, position: int, end: int, rights: dict[int, str]) -> str:
         if position not in rights:
