@@ -5,10 +5,10 @@ Run from the repository root (the Makefile does): ``make bench``.
 
 from __future__ import annotations
 
-from bench import bench_lab01, bench_lab02, bench_lab03, bench_lab04, bench_lab05, bench_lab06
+from bench import bench_lab01, bench_lab02, bench_lab03, bench_lab04, bench_lab05, bench_lab06, bench_real_vocab
 from mini_vllm.labs import describe_choice
 
-BENCHMARKS = [bench_lab03, bench_lab04, bench_lab05, bench_lab06, bench_lab01, bench_lab02]
+BENCHMARKS = [bench_lab03, bench_lab04, bench_real_vocab, bench_lab05, bench_lab06, bench_lab01, bench_lab02]
 
 if __name__ == "__main__":
     print(describe_choice())

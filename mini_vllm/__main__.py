@@ -1,5 +1,5 @@
-"""``.venv/bin/python -m mini_vllm serve [--port N] [--tokenizer byte|bpe|spm] [--delay SECONDS] [--no-reasoning]
-[--reasoning-field reasoning|reasoning_content] [--tokens-per-step K]``."""
+"""``.venv/bin/python -m mini_vllm serve [--port N] [--tokenizer byte|bpe|spm|mistral|tekken] [--delay SECONDS]
+[--no-reasoning] [--reasoning-field reasoning|reasoning_content] [--tokens-per-step K]``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ def main() -> None:
     run.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
     run.add_argument("--port", type=int, default=8000)
     run.add_argument("--tokenizer", choices=TOKENIZER_FAMILIES, default="bpe",
-                     help="byte: one token per byte; bpe: GPT-2 style byte-level BPE; spm: Llama-style SentencePiece")
+                     help="byte: one token per byte; bpe: GPT-2 style byte-level BPE; spm: Llama-style SentencePiece; "
+                          "mistral: Mistral 7B's real SentencePiece vocabulary; tekken: Mistral NeMo's real Tekken")
     run.add_argument("--delay", type=float, default=0.0, help="seconds per token, to watch a stream arrive")
     run.add_argument("--reasoning", action=argparse.BooleanOptionalAction, default=True,
                      help="send a chat reply's <think> thought apart from the answer (lab-06; default: on)")

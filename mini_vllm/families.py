@@ -1,4 +1,4 @@
-"""One door to every tokenizer family the course ships: ``load_tokenizer("byte" | "bpe" | "spm")``."""
+"""One door to every tokenizer family: ``load_tokenizer("byte" | "bpe" | "spm" | "mistral" | "tekken")``."""
 
 from __future__ import annotations
 
@@ -9,16 +9,32 @@ from mini_vllm.byte_tokenizer import ByteTokenizer
 from mini_vllm.spm_tokenizer import SentencePieceBPETokenizer
 from mini_vllm.tokenizer_base import Tokenizer
 
+
+def _mistral() -> Tokenizer:
+    from mini_vllm.mistral_tokenizers import load_mistral  # importing mistral-common takes a second: only on demand
+
+    return load_mistral()
+
+
+def _tekken() -> Tokenizer:
+    from mini_vllm.mistral_tokenizers import load_tekken
+
+    return load_tekken()
+
+
 _LOADERS: dict[str, Callable[[], Tokenizer]] = {
     "byte": ByteTokenizer,  # one token per UTF-8 byte
     "bpe": BPETokenizer.from_file,  # GPT-2 style byte-level BPE (data/tokenizer.json)
     "spm": SentencePieceBPETokenizer.from_file,  # Llama-style SentencePiece BPE (data/spm_tokenizer.json)
+    # Real models' vocabularies from the mistral-common wheel, loaded once per process (they are big).
+    "mistral": _mistral,  # Mistral 7B v0.1: SentencePiece, <0xNN> byte fallback, 32,000 pieces
+    "tekken": _tekken,  # Tekken (Mistral NeMo): tiktoken-style byte-level BPE, 131,072 ids
 }
 TOKENIZER_FAMILIES: tuple[str, ...] = tuple(_LOADERS)
 
 
 def load_tokenizer(name: str) -> Tokenizer:
-    """The shipped tokenizer of family ``name``: ``"byte"``, ``"bpe"`` or ``"spm"``."""
+    """The tokenizer of family ``name``: ``"byte"``, ``"bpe"``, ``"spm"``, or a real ``"mistral"``, ``"tekken"``."""
     if name not in _LOADERS:
         raise ValueError(f"unknown tokenizer {name!r}: choose one of {', '.join(TOKENIZER_FAMILIES)}")
     return _LOADERS[name]()

@@ -5,12 +5,16 @@
   the exact byte stream the labs see);
 - :func:`hf_bpe_tokenizer` loads the shipped ``tokenizer.json`` with the real library,
   :func:`hf_spm_tokenizer` the shipped SentencePiece-style ``spm_tokenizer.json``;
-- :class:`HFTokenizer` wraps either one in the course's tokenizer protocol.
+- :func:`hf_mistral_tokenizer` and :func:`hf_tekken_tokenizer` rebuild the two real
+  vocabularies of the ``mistral-common`` wheel as ``tokenizers`` objects, for decoding only
+  (the oracle for decode, and ``DecodeStream`` on the same ids);
+- :class:`HFTokenizer` wraps the shipped ones in the course's tokenizer protocol.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
@@ -39,6 +43,43 @@ def hf_bpe_tokenizer(path: str | Path = SHIPPED_TOKENIZER) -> Tokenizer:
 def hf_spm_tokenizer(path: str | Path = SHIPPED_SPM_TOKENIZER) -> Tokenizer:
     """The shipped SentencePiece-style tokenizer (Metaspace, byte fallback), loaded by the real library."""
     return Tokenizer.from_file(str(path))
+
+
+@cache
+def hf_mistral_tokenizer() -> Tokenizer:
+    """Mistral 7B v0.1's vocabulary as a ``tokenizers.Tokenizer`` that decodes like Hugging Face's copy of it.
+
+    Decoding needs only the pieces and the decoder chain Hugging Face uses for Llama-style files
+    (▁ -> space, <0xNN> byte fallback, fuse, strip one leading space), not the merges: so this
+    object is built from the wheel's vocabulary with none, and must not be used to encode.
+    """
+    from mini_vllm.mistral_tokenizers import load_mistral  # mistral-common is slow to import: only on demand
+
+    vendor = load_mistral()
+    pieces = vendor.convert_ids_to_tokens(range(vendor.vocab_size))
+    tokenizer = Tokenizer(models.BPE(vocab={piece: i for i, piece in enumerate(pieces)}, merges=[],
+                                     unk_token="<unk>", byte_fallback=True))
+    tokenizer.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                           decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    tokenizer.add_special_tokens([AddedToken(pieces[i], special=True) for i in vendor.all_special_ids])
+    return tokenizer
+
+
+@cache
+def hf_tekken_tokenizer() -> Tokenizer:
+    """Tekken's vocabulary as a byte-level ``tokenizers.Tokenizer``, as in Mistral NeMo's ``tokenizer.json``.
+
+    Each token's bytes are spelled with the GPT-2 byte map under the same id, the 1,000 special
+    tokens come first, and the decoder is ByteLevel. Built for decoding only (no merges).
+    """
+    from mini_vllm.mistral_tokenizers import load_tekken
+
+    vendor = load_tekken()
+    tokens = vendor.convert_ids_to_tokens(range(vendor.vocab_size))  # specials as text, the rest GPT-2 spelled
+    tokenizer = Tokenizer(models.BPE(vocab={token: i for i, token in enumerate(tokens)}, merges=[]))
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens([AddedToken(tokens[i], special=True) for i in vendor.all_special_ids])
+    return tokenizer
 
 
 class HFTokenizer:

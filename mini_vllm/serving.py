@@ -21,7 +21,7 @@ MODEL_NAME = "mini-vllm"
 
 
 def build_engine(tokenizer: str = "bpe", token_delay_s: float = 0.0, seed: int = 0, tokens_per_step: int = 1) -> Engine:
-    """The toy engine on the shipped tokenizer of family ``tokenizer`` ("byte", "bpe" or "spm")."""
+    """The toy engine on the tokenizer of family ``tokenizer`` (a ``load_tokenizer`` name: "byte", "bpe", ...)."""
     return Engine(ToyModel(load_tokenizer(tokenizer), seed=seed), BlockPool(), token_delay_s=token_delay_s,
                   tokens_per_step=tokens_per_step)
 

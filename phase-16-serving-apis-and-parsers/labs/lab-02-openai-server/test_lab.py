@@ -56,7 +56,7 @@ TASKS = {
 }
 pytestmark = pytest.mark.composes("01", "03", "04", "05", "06")
 
-TOKENIZERS = ["byte", "bpe", "spm"]  # one of each family: mini_vllm.load_tokenizer names
+TOKENIZERS = ["byte", "bpe", "spm", "mistral", "tekken"]  # one of each family: mini_vllm.load_tokenizer names
 TEXT_PROMPTS = ["hello", "japanese", "chinese", "emoji"]
 LONG = 2_048  # max_tokens for the long call: about 1,000 tokens with the byte tokenizer
 
@@ -73,8 +73,10 @@ YOUR_FORMATTER = SimpleNamespace(OutputPipeline=reference.OutputPipeline, ChunkF
 # speculative decoder's step: grouping ids is push's job). Tasks 2 and 4 run one token per step,
 # so a push that mishandles several ids (task 1) costs nothing there. Task 3 runs three per step,
 # where one pipeline output can carry text and call entries at once.
-PUSH_SERVERS = [("byte", 1), ("spm", 3)]
-STEADY_SERVERS = [("byte", 1), ("spm", 1)]
+# The real vocabularies get one server each: Tekken (tokens that straddle characters) two per
+# step, Mistral 7B's SentencePiece one per step.
+PUSH_SERVERS = [("byte", 1), ("spm", 3), ("tekken", 2)]
+STEADY_SERVERS = [("byte", 1), ("spm", 1), ("mistral", 1)]
 FORMAT_SERVERS = [("byte", 3)]
 
 

@@ -45,8 +45,12 @@ TASKS = {
 BYTES, BPE, SPM = load_tokenizer("byte"), load_tokenizer("bpe"), load_tokenizer("spm")
 HF_RAW, HF_SPM_RAW = hf_bpe_tokenizer(), hf_spm_tokenizer()
 HF_BPE, HF_SPM = HFTokenizer(HF_RAW), HFTokenizer(HF_SPM_RAW)
-TOKENIZERS: dict[str, Tokenizer] = {"byte": BYTES, "bpe": BPE, "spm": SPM, "hf-bpe": HF_BPE, "hf-spm": HF_SPM}
-FAMILIES = ["byte", "bpe", "spm"]  # one of each, for the slower tests
+# Real models' vocabularies (mistral-common's wheel): Mistral 7B's SentencePiece, decoded by sentencepiece
+# itself, and Tekken (131k ids, byte-level, tokens that straddle characters), decoded by tiktoken.
+MISTRAL, TEKKEN = load_tokenizer("mistral"), load_tokenizer("tekken")
+TOKENIZERS: dict[str, Tokenizer] = {"byte": BYTES, "bpe": BPE, "spm": SPM, "hf-bpe": HF_BPE, "hf-spm": HF_SPM,
+                                    "mistral": MISTRAL, "tekken": TEKKEN}
+FAMILIES = ["byte", "bpe", "spm", "mistral", "tekken"]  # one of each, for the slower tests
 SHAKING = "🫨"  # f0 9f | ab | a8 in the shipped BPE; four <0xNN> tokens in the spm one
 WINDOW = 4
 THAI, BURMESE = "สวัสดีครับ วันนี้อากาศดีมาก", "ပုံပြင်လေးပြောပြပါ"
@@ -56,7 +60,7 @@ THAI, BURMESE = "สวัสดีครับ วันนี้อากา�
 
 
 def is_spm(tokenizer: Tokenizer) -> bool:
-    return tokenizer is SPM or tokenizer is HF_SPM or isinstance(tokenizer, SentencePieceBPETokenizer)
+    return tokenizer in (SPM, HF_SPM, MISTRAL) or isinstance(tokenizer, SentencePieceBPETokenizer)
 
 
 def oracle(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], skip: bool = False) -> ExpectedStream:
@@ -231,7 +235,7 @@ def test_no_replacement_chars_for_valid_text(name: str) -> None:
 
 
 @pytest.mark.task(1)
-@pytest.mark.parametrize("name", ["spm", "hf-spm"])
+@pytest.mark.parametrize("name", ["spm", "hf-spm", "mistral"])
 @pytest.mark.parametrize("window", range(1, 9))
 def test_leading_spaces_survive_on_spm(name: str, window: int) -> None:
     """▁This decodes to "This" alone and to " This" after other text: the context must carry the space."""
@@ -245,14 +249,20 @@ def test_leading_spaces_survive_on_spm(name: str, window: int) -> None:
     assert pushed == expected, "every ▁word must show with its space, at its own token\n" + format_trace(steps)
 
 
+# A reply framed by each family's own special tokens (written as text, they encode as special ids).
+FRAMED_REPLIES = {"bpe": "<|im_start|>assistant\nHi!<|im_end|><|endoftext|>",
+                  "spm": "<|im_start|>assistant\nHi!<|im_end|><|endoftext|>",
+                  "mistral": "<s>assistant\nHi!</s>", "tekken": "<s>[INST]assistant\nHi![/INST]</s>"}
+
+
 @pytest.mark.task(1)
-@pytest.mark.parametrize("name", ["bpe", "spm"])
+@pytest.mark.parametrize("name", FRAMED_REPLIES)
 @pytest.mark.parametrize("skip", [False, True])
 def test_special_tokens_follow_skip_special_tokens(name: str, skip: bool) -> None:
     tokenizer = TOKENIZERS[name]
-    output = tokenizer.encode("<|im_start|>assistant\nHi!<|im_end|><|endoftext|>")
+    output = tokenizer.encode(FRAMED_REPLIES[name])
     pushed = pushes(tokenizer, [], output, skip_special_tokens=skip)
-    expected = "assistant\nHi!" if skip else "<|im_start|>assistant\nHi!<|im_end|><|endoftext|>"
+    expected = "assistant\nHi!" if skip else FRAMED_REPLIES[name]
     assert "".join(pushed) == expected, f"skip_special_tokens={skip}: {pushed}"
 
 
@@ -328,16 +338,20 @@ def test_real_replacement_chars_are_not_held_back(name: str) -> None:
 
 
 @pytest.mark.task(2)
-@pytest.mark.parametrize("name", TOKENIZERS)
+# Not yet on mistral and tekken: there U+FFFD is a whole vocabulary piece (mistral) or two per token
+# (tekken), and the reference's boundary proof ("fewer characters than tokens") never holds (issue 18).
+@pytest.mark.parametrize("name", [name for name in TOKENIZERS if name not in ("mistral", "tekken")])
 def test_a_run_of_real_replacement_chars_is_shown_promptly(name: str) -> None:
     """Waiting for a token that does not end in U+FFFD would hold a run of them all, re-decoding it each step."""
     tokenizer = TOKENIZERS[name]
     output = tokenizer.encode("\ufffd" * 20)
     detok = lab.IncrementalDetokenizer(tokenizer, [])
     shown_before_last = "".join(detok.push(i) for i in output[:-3])
-    assert shown_before_last.count("\ufffd") >= 18, (
+    written = tokenizer.decode(output[:-3]).count("\ufffd")  # a token may hold several (tekken: two)
+    assert shown_before_last.count("\ufffd") >= written - 1, (
         f"real U+FFFD characters are text: after {len(output) - 3} of {len(output)} tokens only "
-        f"{shown_before_last.count(chr(0xFFFD))} of 20 were shown; release what lies before a proven boundary")
+        f"{shown_before_last.count(chr(0xFFFD))} of the {written} they hold were shown; release what lies before a "
+        "proven boundary")
 
 
 @pytest.mark.task(2)
@@ -426,6 +440,8 @@ COST_STREAMS = {
     "spm-emoji": (SPM, "🫨🚀😊🍜"),
     "spm-thai": (SPM, "สวัสดีครับวันนี้อากาศดีมาก"),
     "spm-fffd": (SPM, "\ufffd"),
+    "mistral-mixed": (MISTRAL, "naïve café — 你好 服务器 🚀🫨 สวัสดี 乱码 ok. "),
+    "tekken-burmese-emoji": (TEKKEN, "ပုံပြင်လေးပြောပြပါ 🫨🚀 "),
 }
 COST_BUDGET = 5 * WINDOW  # ids decoded per token; the worst stream (spm, U+FFFD only) needs about 17
 SHORT, LONG = 250, 1000  # stream lengths, in tokens: a cost that grows with the stream grows 4x between them
@@ -557,6 +573,21 @@ def test_fifty_random_slicings(name: str) -> None:
         split, window = rng.randrange(len(ids)), rng.randint(1, 8)
         earlier = rng.choice([k for k in boundaries if k <= split])
         check_prompt_boundary(tokenizer, ids, split, earlier, window=window)
+
+
+@pytest.mark.task(3)
+@pytest.mark.parametrize("name", ["mistral", "tekken"])
+def test_real_vocabulary_prompt_cut_at_every_token(name: str) -> None:
+    """A real model's vocabulary, the prompt ending after each token in turn, inside a character too.
+
+    Tekken's tokens straddle Burmese characters (one holds the end of one and the start of the
+    next), so only the bytes say where a character ends; Mistral spells them with <0xNN> tokens.
+    """
+    tokenizer = TOKENIZERS[name]
+    ids = tokenizer.encode("Q: 你好 🫨 " + BURMESE + " สวัสดี done")
+    boundaries = between_characters(tokenizer, ids)
+    for split in range(len(ids) + 1):
+        check_prompt_boundary(tokenizer, ids, split, max(k for k in boundaries if k <= split))
 
 
 @pytest.mark.task(3)
