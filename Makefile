@@ -56,8 +56,11 @@ run-lab-%: install
 # A failing grade must exit non-zero, but make would then print its own "*** [grade] Error 1"
 # banner under the scorecard. Instead the last recipe reads the saved pytest status and stops
 # make with one sentence of ours ($(error) exits with status 2).
-verdict = $(if $(filter-out 0,$(shell cat $(STATUS)-$(1) 2>/dev/null || echo 1)),$(error \
-	$(1): not everything passes yet (pytest exit $(shell cat $(STATUS)-$(1) 2>/dev/null)); the scorecard above says where to start))
+# pytest's exit 5 means it selected no test at all (ARGS="-k ..." matched nothing): that is not a grade.
+verdict = $(if $(filter 5,$(shell cat $(STATUS)-$(1) 2>/dev/null)),$(error \
+	$(1): no test was selected (pytest exit 5), so nothing was graded; check the -k or -m in ARGS),$(if \
+	$(filter-out 0,$(shell cat $(STATUS)-$(1) 2>/dev/null || echo 1)),$(error \
+	$(1): not everything passes yet (pytest exit $(shell cat $(STATUS)-$(1) 2>/dev/null)); the scorecard above says where to start)))
 
 ## Execute every lesson notebook and render it to HTML in build/notebooks.
 notebooks: install

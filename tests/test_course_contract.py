@@ -5,20 +5,28 @@
 - against the blank starter, every graded test fails with that lab's NotImplementedError
   (no collection errors, no hangs), and the control tests still pass;
 - every named wrong variant is caught by the tests it names, and loses points only in the
-  tasks it declares (a bug in task N costs points in task N only).
+  tasks it declares (a bug in task N costs points in task N only);
+- the scorecard counts only the tests that ran (``-k``, ``-x``);
+- a stream table's expected column never shows the student's own output (graded against a
+  canary that marks everything it returns), and every failure opens with the rule that broke.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mini_vllm.labs import LABS_DIR, lab_number, load_lab
+from mini_vllm.testing.canary import CANARY, write_canary
 from mini_vllm.testing.contract import LabRun, public_api, run_lab_tests, run_variants, task_of
+from mini_vllm.testing.grading import failure_hint
+from mini_vllm.testing.trace import TRACE_LOG_ENV
 from mini_vllm.testing.variants import Variant
 
 pytestmark = pytest.mark.contract
@@ -123,3 +131,89 @@ def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Pat
     elsewhere = [t["name"] for t in run.tests if task_of(t) not in declared.may_cost and t["score"] < t["max_score"]]
     assert not elsewhere, (f"{variant.stem} is a bug in task(s) {list(declared.may_cost)} only, but lost points in: "
                            f"{elsewhere}")
+
+
+# ------------------------------------------------- the scorecard counts only what ran
+
+
+LAB_03 = next(d for d in LAB_DIRS if d.name.startswith("lab-03"))
+
+
+def test_deselected_tests_earn_no_points() -> None:
+    """`make lab-03 ARGS="-k flush"` on a blank starter: the three flush tests fail, the rest never ran."""
+    run = run_lab_tests(LAB_03, {"LAB_IMPL": "starter"}, args=["-k", "flush"])
+    selected = len(run.tests)
+    assert selected and all("flush" in t["name"] for t in run.tests), (
+        f"results.json must list the selected tests only: {[t['name'] for t in run.tests]}")
+    assert (run.results["score"], run.results["max_score"]) == (0, sum(t["max_score"] for t in run.tests)), (
+        f"a blank starter earns nothing, and the maximum is what ran, not the whole lab: {run.results}")
+    partial = re.search(rf"Partial run: {selected} of (\d+) graded tests selected", run.output)
+    assert partial and int(partial.group(1)) > selected, f"the scorecard must say how much was selected:\n{run.output}"
+    assert partial.group(0) in run.results["output"], "results.json says it too"
+
+
+def test_a_run_that_selects_nothing_claims_nothing() -> None:
+    run = run_lab_tests(LAB_03, {"LAB_IMPL": "solution"}, args=["-k", "no_test_is_called_this"])
+    assert run.returncode == 5, f"pytest reports 'no tests ran' (exit 5), got {run.returncode}"
+    assert (run.results["score"], run.results["max_score"], run.tests) == (0, 0, []), (
+        f"zero tests selected is zero points of zero, not full marks: {run.results}")
+    assert "No graded test was selected" in run.output, run.output[-600:]
+
+
+def test_tests_that_never_ran_earn_no_points() -> None:
+    """`-x` stops at the first failure: the tests after it were selected but never ran."""
+    run = run_lab_tests(LAB_03, {"LAB_IMPL": "starter"}, args=["-x"])
+    assert len(run.tests) == 1 and run.results["max_score"] == run.tests[0]["max_score"], (
+        f"only the one test that ran is a result: {run.results}")
+    assert re.search(r"graded tests selected, 1 ran", run.output), run.output[-600:]
+
+
+# ------------------------------------ the expected column comes from an oracle, always
+
+
+# What a failure's first line (the one the scorecard shows) must not be: parameters alone or followed
+# by a dump of values, a bare step or seed number, a table's heading, or pytest's words for ours.
+NOT_A_RULE = re.compile(r"^(?:\w+=\S+(?:, \w+=\S+)*$|\w+=[^:]*: [\[('\"]|(?:step|seed)\b|\(|DID NOT RAISE"
+                        r"|assert\b|\w*Error$|Failed: DID NOT)")
+
+
+@functools.cache
+def canary_run(lab_name: str) -> tuple[LabRun, list[dict[str, Any]]]:
+    """Grade the lab's canary (its reference, marking every string it returns) and log every trace table."""
+    lab_dir = next(d for d in LAB_DIRS if d.name == lab_name)
+    with tempfile.TemporaryDirectory() as scratch:
+        canary, log = write_canary(lab_name, Path(scratch)), Path(scratch) / "traces.jsonl"
+        run = run_lab_tests(lab_dir, {f"LAB_IMPL_{lab_number(lab_name)}": str(canary), TRACE_LOG_ENV: str(log),
+                                      "HYPOTHESIS_PROFILE": "contract"})
+        tables = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
+    return run, tables
+
+
+def canary_param(lab_dir: Path) -> object:
+    # Both checks below read one cached canary run per lab: keep a lab's two on one xdist worker.
+    return pytest.param(lab_dir, id=lab_dir.name, marks=[pytest.mark.xdist_group(f"canary-{lab_dir.name}")])
+
+
+@pytest.mark.parametrize("lab_dir", [canary_param(d) for d in LAB_DIRS])
+def test_expected_column_always_comes_from_an_oracle(lab_dir: Path) -> None:
+    """Grade an implementation whose every output carries a marker: no table may show it as "expected"."""
+    run, tables = canary_run(lab_dir.name)
+    assert [t for t in run.tests if t["score"] < t["max_score"]], (
+        f"the canary (it marks everything it returns) must fail the lab's tests:\n{run.output[-1500:]}")
+    assert tables, f"{lab_dir.name}: no stream table was printed, so this check proves nothing"
+    leaked = sorted({f"{t['rule'].splitlines()[0]}  (its {t['columns'][1]!r} column)" for t in tables
+                     if any(CANARY in (e or "") for e in t["expected"])})
+    assert not leaked, (f"{lab_dir.name}: these tables show the code under test's own output where the oracle's "
+                        "answer belongs; it must come from an oracle the student did not write:\n" + "\n".join(leaked))
+    marked = [t for t in tables if any(CANARY in e for e in t["emitted"])]
+    assert marked, f"{lab_dir.name}: the marker never reached a table's output column, so this check proves nothing"
+
+
+@pytest.mark.parametrize("lab_dir", [canary_param(d) for d in LAB_DIRS])
+def test_every_failure_opens_with_the_rule(lab_dir: Path) -> None:
+    """The first line of each failure (what the scorecard shows) is a rule, not a parameter line or a table."""
+    run, _ = canary_run(lab_dir.name)
+    own = f"lab-{lab_number(lab_dir.name)}"
+    openings = {t["name"].split(" › ")[-1]: failure_hint(t["output"], own, task_of(t))[0] for t in run.tests}
+    bad = sorted(f"{name}: {line[:100]}" for name, line in openings.items() if NOT_A_RULE.match(line))
+    assert not bad, f"{lab_dir.name}: failures that do not open with the rule that broke:\n" + "\n".join(bad)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mini_vllm.labs import LABS_DIR
-from mini_vllm.testing.trace import FIRST_WRONG_STEP, Step, format_trace
+from mini_vllm.testing.trace import FIRST_DIFFERENCE, FIRST_WRONG_STEP, Step, display_width, format_trace, quote
 
 TEST_FILES = sorted(LABS_DIR.glob("lab-*/test_lab.py"))
 MAX_ID = 40  # characters in one parametrize id
@@ -74,3 +74,39 @@ def test_first_wrong_step_says_how_the_stream_went_wrong(emitted: list[str], exp
     steps = [Step("feed", e, got, want) for e, got, want in zip(expected, emitted, expected, strict=True)]
     last_line = format_trace(steps, "rule").splitlines()[-1]
     assert last_line.startswith(FIRST_WRONG_STEP) and verdict in last_line, last_line
+
+
+def test_a_long_trace_shows_a_window_around_the_first_wrong_step() -> None:
+    """A reply fed one character at a time: the table shows the rows near the mistake, not all 61."""
+    text = "<think>" + "x" * 40 + "</think>answer!"
+    steps = [Step("feed", c, "" if i == 30 else c, c) for i, c in enumerate(text)]
+    table = format_trace(steps, "rule").splitlines()
+    rows = [line for line in table if line[:1].isdigit()]
+    assert len(rows) <= 10 and any(FIRST_DIFFERENCE in row for row in rows), "\n".join(table)
+    assert "… 26 earlier rows omitted" in table and any(line.endswith("later rows omitted") for line in table), (
+        "the table must say how many rows it left out\n" + "\n".join(table))
+    assert table[-1].startswith(f"{FIRST_WRONG_STEP} 31 "), table[-1]
+
+
+def test_columns_are_named_for_what_they_hold() -> None:
+    text_rows = format_trace([Step("feed", "ab", "a", "ab"), Step("finish", "", "b", "")], "rule").splitlines()
+    assert text_rows[1].split() == ["step", "call", "chunk", "emitted", "expected"], text_rows[1]
+    byte_rows = format_trace([Step("104", b"h", "h", "h")], "rule").splitlines()
+    assert byte_rows[1].split() == ["step", "token", "bytes", "emitted", "expected"], byte_rows[1]
+
+
+def test_columns_align_by_display_width() -> None:
+    """CJK and emoji take two terminal cells: the next column must still start at the same cell."""
+    steps = [Step("feed", "服务器", "服务器", "服务器"), Step("feed", "ab", "ab", "ab"), Step("feed", "🫨", "", "🫨")]
+    rows = [line for line in format_trace(steps, "rule").splitlines() if line[:1].isdigit()]
+    starts = {display_width(row[: row.index("feed") + 4]) for row in rows}
+    emitted_starts = set()
+    for row, step in zip(rows, steps, strict=True):
+        before = row[: row.index(quote(step.raw)) + len(quote(step.raw))]
+        emitted_starts.add(display_width(before) + len(row[len(before):]) - len(row[len(before):].lstrip(" ")))
+    assert len(starts) == 1 and len(emitted_starts) == 1, "\n".join(rows)
+
+
+def test_rows_without_an_oracle_have_no_expected_column() -> None:
+    table = format_trace([Step("feed", "a", "b", None)], "rule", ("shown", "")).splitlines()
+    assert table[1].split() == ["step", "call", "chunk", "shown"] and FIRST_WRONG_STEP not in table[-1], table

@@ -13,7 +13,8 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,6 +27,7 @@ class LabRun:
     returncode: int
     tests: list[dict[str, Any]]  # the results.json entries (graded tests only)
     output: str  # what pytest printed
+    results: dict[str, Any] = field(default_factory=dict)  # the whole results.json ({} if none was written)
 
     def failed(self, test_name: str) -> list[dict[str, Any]]:
         """Entries for ``test_name`` (all its parametrizations) that lost points."""
@@ -64,17 +66,20 @@ def run_variants(lab_dir: Path, variants: list[Path], timeout: int = 900) -> dic
     return runs
 
 
-def run_lab_tests(lab_dir: Path, env: dict[str, str], timeout: int = 600) -> LabRun:
-    """Run the tests of ``lab_dir`` with the grading plugin on, under the given environment additions."""
+def run_lab_tests(lab_dir: Path, env: dict[str, str], timeout: int = 600, args: Sequence[str] = ()) -> LabRun:
+    """Run the tests of ``lab_dir`` with the grading plugin on, under the given environment additions.
+
+    ``args`` are extra pytest options (``-k flush``), as a student passes them in ``ARGS``.
+    """
     child_env = _child_env(env)
     child_env.setdefault("HYPOTHESIS_PROFILE", "ci")
     with tempfile.TemporaryDirectory() as scratch:
         results = Path(scratch) / "results.json"
         command = [sys.executable, "-m", "pytest", str(lab_dir), "-q", "--tb=no", "-p", "no:randomly",
-                   "--timeout", "120", "--assert=plain", "--grade", str(results)]
+                   "--timeout", "120", "--assert=plain", "--grade", str(results), *args]
         done = subprocess.run(command, cwd=REPO_ROOT, env=child_env, capture_output=True, text=True, timeout=timeout)
-        tests = json.loads(results.read_text(encoding="utf-8"))["tests"] if results.exists() else []
-    return LabRun(done.returncode, tests, done.stdout + done.stderr)
+        summary = json.loads(results.read_text(encoding="utf-8")) if results.exists() else {}
+    return LabRun(done.returncode, summary.get("tests", []), done.stdout + done.stderr, summary)
 
 
 def public_api(module: ModuleType) -> dict[str, str]:

@@ -27,7 +27,7 @@ class GradedTest:
     task_title: str
     name: str
     points: int
-    passed: bool = True
+    passed: bool | None = None  # None: selected but never ran to a verdict (-x stopped the run, a skip)
     control: bool = False  # proves a bug is real; reported with max_score 0, never graded
     composes: tuple[str, ...] = ()  # other labs this test runs (their code can fail first)
     details: str = ""  # the whole exception message, for results.json ("" when passed)
@@ -39,13 +39,27 @@ class GradedTest:
 
 @dataclass
 class Grader:
+    """Scores only the tests that ran: a test that ``-k`` deselected or ``-x`` never reached earns nothing.
+
+    The tests are read when collection is over (``session.items``, after every plugin has
+    deselected what it will), so the scorecard can say "3 of 41 graded tests ran" instead
+    of counting what never ran as passed.
+    """
+
     results_path: Path
     tests: dict[str, GradedTest] = field(default_factory=dict)
+    deselected: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # per lab: left out by -k, -m, …
 
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
         for item in items:
+            lab = _lab_of(item)
+            if lab is not None and _is_graded(item):
+                self.deselected[lab] += 1
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
             marker = item.get_closest_marker("task")
-            lab = next((p.name for p in item.path.parents if p.name.startswith("lab-")), None)
+            lab = _lab_of(item)
             control = item.get_closest_marker("control") is not None
             if lab is None or (marker is None and not control):
                 continue
@@ -68,7 +82,11 @@ class Grader:
 
     def _record(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
         graded = self.tests.get(item.nodeid)
-        if graded is None or not report.failed or not graded.passed:
+        if graded is None or graded.passed is False:
+            return
+        if not report.failed:
+            if report.when == "call" and report.passed:
+                graded.passed = True
             return
         graded.passed = False
         if call.excinfo is not None:
@@ -80,36 +98,53 @@ class Grader:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write = terminalreporter.write_line
+        graded = [t for t in self.tests.values() if not t.control]
+        ran = [t for t in graded if t.passed is not None]
         by_lab: dict[str, list[GradedTest]] = defaultdict(list)
-        for test in self.tests.values():
-            if not test.control:
-                by_lab[test.lab].append(test)
+        for test in graded:
+            by_lab[test.lab].append(test)
         order = {number: rank for rank, number in enumerate(RECOMMENDED_ORDER)}
-        total = earned = 0
-        width = max([len(t.task_title) + 10 for t in self.tests.values()] + [len(lab) for lab in by_lab] + [40])
+        total, earned = _points(ran)
+        width = max([len(t.task_title) + 10 for t in graded] + [len(lab) for lab in by_lab] + [40])
         write("")
         write(f"Scorecard — {describe_choice()}")
         for lab in sorted(by_lab, key=lambda name: order.get(lab_number(name), 99)):
             tests = by_lab[lab]
-            lab_max, lab_got = _points(tests)
-            total, earned = total + lab_max, earned + lab_got
+            lab_max, lab_got = _points([t for t in tests if t.passed is not None])
             write("")
-            write(f"{lab:<{width}} {lab_got:>3} / {lab_max:<3}")
+            write(f"{lab:<{width}} {lab_got:>3} / {lab_max:<3}{_partial(tests, self.deselected.get(lab, 0))}")
             for task in sorted({t.task for t in tests}):
                 in_task = [t for t in tests if t.task == task]
-                task_max, task_got = _points(in_task)
-                write(f"  task {task}  {in_task[0].task_title:<{width - 10}} {task_got:>3} / {task_max:<3}")
-                failed = [t for t in in_task if not t.passed]
+                task_max, task_got = _points([t for t in in_task if t.passed is not None])
+                write(f"  task {task}  {in_task[0].task_title:<{width - 10}} {task_got:>3} / {task_max:<3}"
+                      f"{_partial(in_task)}")
+                failed = [t for t in in_task if t.passed is False]
                 if failed:
                     write(f"           first failure: {failed[0].name}")
                     for label, line in zip(("hint", "at"), failed[0].hint, strict=False):
                         write(f"           {label}: {_shorten(line)}")
         write("")
+        summary = self.summary(graded, ran)
+        if summary:
+            write(summary)
         write(f"{'TOTAL':<{width}} {earned:>3} / {total:<3}")
-        self._write_results(earned, total)
+        self._write_results(ran, earned, total, summary)
         write(f"results written to {self.results_path}")
 
-    def _write_results(self, earned: int, total: int) -> None:
+    def summary(self, graded: list[GradedTest], ran: list[GradedTest]) -> str:
+        """One sentence when the run was not the whole grade: what was selected and what ran."""
+        selected, deselected = len(graded), sum(self.deselected.values())
+        if selected == 0:
+            return (f"No graded test was selected ({deselected} deselected): nothing was graded, "
+                    "so this run earns no points.")
+        if deselected == 0 and len(ran) == selected:
+            return ""
+        of = selected + deselected
+        ran_part = f", {len(ran)} ran" if len(ran) != selected else ""
+        return (f"Partial run: {selected} of {of} graded tests selected{ran_part}. "
+                "Points count only what ran: this is not the grade.")
+
+    def _write_results(self, ran: list[GradedTest], earned: int, total: int, summary: str) -> None:
         tests = [
             {
                 "name": f"{t.lab} › task {t.task} › {t.name}",
@@ -119,11 +154,30 @@ class Grader:
                 "visibility": "visible",
                 "tags": [f"composes {lab}" for lab in t.composes],
             }
-            for t in self.tests.values() if not t.control  # controls are not graded: not in the results
+            for t in ran  # what ran, graded only: controls, deselected and unreached tests are not results
         ]
-        results = {"score": earned, "max_score": total, "output": describe_choice(), "tests": tests}
+        output = describe_choice() + (f"\n{summary}" if summary else "")
+        results = {"score": earned, "max_score": total, "output": output, "tests": tests}
         self.results_path.parent.mkdir(parents=True, exist_ok=True)
         self.results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _is_graded(item: pytest.Item) -> bool:
+    return item.get_closest_marker("task") is not None and item.get_closest_marker("control") is None
+
+
+def _lab_of(item: pytest.Item) -> str | None:
+    return next((p.name for p in item.path.parents if p.name.startswith("lab-")), None)
+
+
+def _partial(tests: list[GradedTest], deselected: int = 0) -> str:
+    """After a lab's or task's points: how much of it this run selected and ran, when not all of it."""
+    graded = [t for t in tests if not t.control]
+    ran = sum(1 for t in graded if t.passed is not None)
+    notes = [f"{len(graded)} of {len(graded) + deselected} graded tests selected"] if deselected else []
+    if ran != len(graded):
+        notes.append(f"{ran} ran")
+    return f"  ({', '.join(notes)})" if notes else ""
 
 
 NOT_IMPLEMENTED = re.compile(r"NotImplementedError: (lab-\d\d) task (\d+)")

@@ -266,10 +266,12 @@ def test_pipeline_alone_reassembles_the_reply(tokenizer: Any, prompt: str) -> No
     pipeline = lab.OutputPipeline(tokenizer, tokenizer.encode(prompt), SamplingParams(), parse_tool_calls=True)
     outputs = [pipeline.push(i) for i in ids]
     last = pipeline.finish("stop")
-    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, "")
+    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, None)  # checked as a whole, below
              for i, out in zip(ids, outputs, strict=True)]
-    assert "".join(o.text for o in outputs) + last.text == reply, format_trace(steps, "pipeline", ("text", ""))
-    assert not any("\ufffd" in o.text for o in outputs), format_trace(steps, "pipeline", ("text", ""))
+    assert "".join(o.text for o in outputs) + last.text == reply, format_trace(
+        steps, "the pushed text plus finish must join to the reply, exactly", ("text", ""))
+    assert not any("\ufffd" in o.text for o in outputs), format_trace(
+        steps, "valid text never shows U+FFFD: hold a character until its last byte", ("text", ""))
 
 
 @pytest.mark.task(1)
@@ -702,11 +704,12 @@ def test_pipeline_alone_keeps_stop_strings_out_of_the_thought(tokenizer: Any) ->
     for i in ids:
         out = pipeline.push(i)
         outputs.append(out)
-        steps.append(Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, out.reasoning))
+        steps.append(Step(str(i), tokenizer.decode_single_token_bytes(i),
+                          f"answer[{out.text}] thought[{out.reasoning}]", None))  # both are yours: no oracle column
         if pipeline.stopped:
             break
     last = pipeline.finish("stop")
-    table = format_trace(steps, "pipeline: token -> answer (emitted) / thought (right column)", ("answer", "thought"))
+    table = format_trace(steps, "what the pipeline pushed, token by token", ("pushed", ""))
     thought = "".join(o.reasoning for o in outputs) + last.reasoning
     answer = "".join(o.text for o in outputs) + last.text
     assert routed(thought) == routed(STOP_THOUGHT), (

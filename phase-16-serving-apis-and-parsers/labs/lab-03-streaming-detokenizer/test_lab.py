@@ -124,6 +124,20 @@ def hexed(data: bytes) -> str:
     return data.hex(" ") or "nothing"
 
 
+def hold_problem(seen: bytes, held: bytes, must: bytes) -> str:
+    """Which way the held bytes are wrong, in the lesson's terms: too many, too few, or the wrong ones."""
+    if not must:
+        return (f"after bytes {hexed(seen)} nothing can still become a character, yet you hold {hexed(held)}: "
+                "show it now (as U+FFFD where it is broken)")
+    if len(held) < len(must):
+        return (f"after bytes {hexed(seen)}, {hexed(must)} can still become a character: hold all of it until it "
+                f"is decided; you hold only {hexed(held)}, so half a character went out")
+    if len(held) > len(must):
+        return (f"after bytes {hexed(seen)} only {hexed(must)} can still become a character, yet you hold "
+                f"{hexed(held)}: show the rest now")
+    return f"after bytes {hexed(seen)} hold exactly {hexed(must)}, the unfinished character, not {hexed(held)}"
+
+
 # ------------------------------------------------------------- task 1: the length table
 
 # RFC 3629, section 4: which bytes can begin a character, and how long it is.
@@ -199,6 +213,40 @@ def test_invalid_bytes_decode_like_the_standard_library(data: bytes) -> None:
     assert_matches_oracle(BYTES, list(data), f"bytes {data.hex(' ')} must stream as bytes.decode('utf-8', "
                           f"'replace') gives them ({quote(data.decode('utf-8', 'replace'))}), each U+FFFD as soon "
                           "as it is certain")
+
+
+# The edges of RFC 3629's table: after E0, ED, F0 and F4 the second byte has a narrower range,
+# and one step past either end of it turns a character into U+FFFD (or the other way round).
+RANGE_EDGES = {
+    "e0-a0-80=U+0800": b"\xe0\xa0\x80",  # the first 3-byte character: E0's range starts at A0
+    "e0-bf-bf=U+0FFF": b"\xe0\xbf\xbf",  # ... and ends at BF
+    "e0-9f-overlong": b"\xe0\x9f",  # one below: an overlong start, two U+FFFD at once, nothing held
+    "ed-80-80=U+D000": b"\xed\x80\x80",  # ED's range starts at 80 like any other
+    "ed-9f-bf=U+D7FF": b"\xed\x9f\xbf",  # ... but ends at 9F: the last character before the surrogates
+    "f0-90-80-80=U+10000": b"\xf0\x90\x80\x80",  # the first 4-byte character: F0's range starts at 90
+    "f0-8f-overlong": b"\xf0\x8f",  # one below: overlong, nothing held
+    "f0-90-c0": b"\xf0\x90\xc0",  # a good start broken by a byte that is no continuation: release it now
+    "f4-80-80-80=U+100000": b"\xf4\x80\x80\x80",
+    "f4-8f-bf-bf=U+10FFFF": b"\xf4\x8f\xbf\xbf",  # the last code point there is: F4's range ends at 8F
+    "f4-90-too-big": b"\xf4\x90",  # one above: past U+10FFFF, nothing held
+    "ef-80-80=U+F000": b"\xef\x80\x80",  # E1..EF (other than ED) take the full 80..BF
+}
+
+
+@pytest.mark.task(2)
+@pytest.mark.parametrize("data", RANGE_EDGES.values(), ids=RANGE_EDGES.keys())
+def test_second_byte_ranges_at_their_edges(data: bytes) -> None:
+    """One byte per token, so every prefix is seen: held exactly while a real character could still follow."""
+    detok = lab.StreamingDetokenizer(BYTES)
+    for step, byte in enumerate(data, start=1):
+        detok.feed(byte)
+        must_hold = unfinished_tail(data[:step])
+        assert detok.held_bytes == must_hold, (
+            hold_problem(data[:step], detok.held_bytes, must_hold) + " (RFC 3629: after E0 the next byte must be "
+            "A0..BF, after ED 80..9F, after F0 90..BF, after F4 80..8F; any other second byte is final at once)\n"
+            + format_trace(trace_against_oracle(BYTES, list(data)), "the stream, byte by byte", focus=step - 1))
+    assert_matches_oracle(BYTES, list(data), f"bytes {data.hex(' ')} stream as bytes.decode('utf-8', 'replace') "
+                          f"gives them ({quote(data.decode('utf-8', 'replace'))}), each piece as soon as it is certain")
 
 
 @pytest.mark.task(2)
@@ -290,9 +338,8 @@ def test_held_bytes_are_exactly_the_unfinished_character(raw: bytes, cuts: list[
         seen += tokenizer.decode_single_token_bytes(i)
         must_hold = unfinished_tail(seen)
         assert detok.held_bytes == must_hold, (
-            f"step {step}, after bytes {hexed(seen)}: held {hexed(detok.held_bytes)}, but exactly "
-            f"{hexed(must_hold)} can still become a character (at most 3 bytes, and only a real character's start)\n"
-            + format_trace(trace_against_oracle(tokenizer, ids), "the stream so far"))
+            hold_problem(seen, detok.held_bytes, must_hold) + f" (at token {step})\n"
+            + format_trace(trace_against_oracle(tokenizer, ids), "the stream, token by token", focus=step - 1))
 
 
 @pytest.mark.task(2)
@@ -312,8 +359,8 @@ def test_agrees_with_stdlib_incremental_decoder(raw: bytes, cuts: list[int]) -> 
         ours += detok.feed(i)
         theirs += decoder.decode(tokenizer.decode_single_token_bytes(i))
         assert ours.startswith(theirs), (
-            f"step {step}: Python's incremental decoder has shown {quote(theirs)}, you {quote(ours)}: never fall "
-            "behind it or disagree with it")
+            f"never fall behind Python's incremental UTF-8 decoder or disagree with it: after token {step} it has "
+            f"shown {quote(theirs)}, you {quote(ours)}")
 
 
 @pytest.mark.task(2)

@@ -92,6 +92,19 @@ def check_feeds(chunks: Sequence[str], stops: Sequence[str], rule: str, include:
         pytest.fail(format_trace(steps, f"{rule} ({setting})"))
 
 
+def hold_problem(fed: str, held: str, must: str) -> str:
+    """Which way the held text is wrong, in the lesson's terms: too much, too little, or the wrong text."""
+    if not must:
+        return f"after {quote(fed)} nothing can still become a stop string, yet you hold {quote(held)}: show it"
+    if len(held) < len(must):
+        return (f"after {quote(fed)}, {quote(must)} could still become a stop string: hold all of it; you hold only "
+                f"{quote(held)}, so the start of a stop may reach the user")
+    if len(held) > len(must):
+        return (f"after {quote(fed)} only {quote(must)} could still become a stop string (hold the LONGEST such "
+                f"suffix, nothing more), yet you hold {quote(held)}: show the rest")
+    return f"after {quote(fed)} hold exactly {quote(must)}, the part that could still become a stop, not {quote(held)}"
+
+
 def show_stops(stops: Sequence[str]) -> str:
     return "[" + ", ".join(map(quote, stops)) + "]"
 
@@ -128,15 +141,23 @@ def test_truncate_can_include_the_stop() -> None:
     assert got == ("Hello STOP", "STOP"), f"with include_stop_str_in_output the stop itself stays in: got {got!r}"
 
 
+@pytest.mark.task(1)
+def test_no_stop_given_means_no_stops() -> None:
+    got = lab.truncate_at_stop("anything at all", None)
+    assert got == ("anything at all", None), f"stop=None means no stop strings (as in the API): got {got!r}"
+
+
 BAD_STOPS = {"empty": ([""], ValueError), "one-empty": (["ok", ""], ValueError), "int": ([3], TypeError),
-             "none-in-list": ([None], TypeError), "not-a-list": (42, TypeError)}
+             "none-in-list": ([None], TypeError), "not-a-list": (42, TypeError),
+             "a-set": ({"STOP"}, TypeError),  # no order, no list: say so rather than guess
+             "an-iterator": (iter(["STOP"]), TypeError)}
 
 
 @pytest.mark.task(1)
 @pytest.mark.parametrize(("stops", "error"), BAD_STOPS.values(), ids=BAD_STOPS.keys())
 def test_truncate_rejects_bad_stops(stops: object, error: type[Exception]) -> None:
-    with pytest.raises(error):
-        lab.truncate_at_stop("text", stops)  # type: ignore[arg-type]
+    must_raise(lambda: lab.truncate_at_stop("text", stops), error,  # type: ignore[arg-type]
+               f"truncate_at_stop('text', {stops!r}) (a stop list must be strings, none of them empty)")
 
 
 ALPHABET = "ab🫨c"
@@ -219,6 +240,33 @@ def test_input_after_a_stop_is_ignored() -> None:
 
 
 @pytest.mark.task(2)
+def test_a_stop_ends_the_reply_and_nothing_stays_held() -> None:
+    checker = lab.StopStringChecker(["END"])
+    shown = [checker.feed("done EN"), checker.feed("D and more")]
+    assert shown == ["done ", ""], f"'EN' waits, then completes 'END': nothing more is shown; got {shown}"
+    assert checker.held_text == "", (
+        f"after a stop nothing is held: the held {quote(checker.held_text)} was part of the stop, and the reply is "
+        "over (a flush would otherwise release it)")
+
+
+@pytest.mark.task(2)
+def test_bad_input_after_a_stop_still_raises() -> None:
+    checker = lab.StopStringChecker(["END"])
+    checker.feed("done END")
+    must_raise(lambda: checker.feed(None), TypeError, "feed(None) after a stop")  # type: ignore[arg-type]
+    assert checker.feed("more") == "", "after a stop, and after a rejected chunk, feed still shows nothing"
+
+
+@pytest.mark.task(2)
+def test_no_stop_given_streams_everything_at_once() -> None:
+    checker = lab.StopStringChecker(None)
+    shown = [checker.feed(chunk) for chunk in ["S", "TOP ", "anything"]]
+    assert (shown, checker.held_text, checker.stopped) == (["S", "TOP ", "anything"], "", False), (
+        f"stop=None means no stop strings: nothing waits and nothing stops; showed {shown}, "
+        f"held {quote(checker.held_text)}, stopped={checker.stopped}")
+
+
+@pytest.mark.task(2)
 def test_include_stop_str_in_output_holds_nothing_but_still_matches() -> None:
     chunks, stops = ["Hello </st", "op> never"], ["</stop>"]
     check_feeds(chunks, stops, "with the stop included nothing needs hiding, but a stop begun in shown text still ends "
@@ -234,8 +282,8 @@ BAD_CHECKER_STOPS = {"empty": ([""], ValueError), "one-empty": (["a", ""], Value
 @pytest.mark.task(2)
 @pytest.mark.parametrize(("stops", "error"), BAD_CHECKER_STOPS.values(), ids=BAD_CHECKER_STOPS.keys())
 def test_checker_rejects_bad_stops(stops: object, error: type[Exception]) -> None:
-    with pytest.raises(error):
-        lab.StopStringChecker(stops)  # type: ignore[arg-type]
+    must_raise(lambda: lab.StopStringChecker(stops), error,  # type: ignore[arg-type]
+               f"StopStringChecker({stops!r}) (a stop list must be strings, none of them empty)")
 
 
 @pytest.mark.task(2)
@@ -289,16 +337,16 @@ def test_no_stop_ever_leaks_and_held_text_is_exactly_the_ambiguous_suffix(text: 
         fed += chunk
         shown += checker.feed(chunk)
         must_hold = longest_partial_stop(fed, stops)
-        table = format_trace(feed_trace(chunks, stops), f"stops {show_stops(stops)}")
-        assert not any(s in shown for s in stops), f"step {step}: a stop leaked into {quote(shown)}\n{table}"
+        table = format_trace(feed_trace(chunks, stops), f"the stream, chunk by chunk, with stops {show_stops(stops)}",
+                             focus=step - 1)
+        assert not any(s in shown for s in stops), (
+            f"a stop string must never reach the user: after chunk {step} you have shown {quote(shown)}\n{table}")
         if checker.stopped:
             break
-        assert checker.held_text == must_hold, (
-            f"step {step}, after {quote(fed)}: held {quote(checker.held_text)}, but exactly {quote(must_hold)} "
-            f"could still become a stop (hold the LONGEST such suffix, nothing more)\n{table}")
+        assert checker.held_text == must_hold, f"{hold_problem(fed, checker.held_text, must_hold)}\n{table}"
         assert shown + checker.held_text == fed, (
-            f"step {step}: shown + held must be everything fed so far ({quote(fed)}), got {quote(shown)} + "
-            f"{quote(checker.held_text)}\n{table}")
+            f"what is shown plus what is held must be everything fed so far ({quote(fed)}): after chunk {step} you "
+            f"have shown {quote(shown)} and hold {quote(checker.held_text)}\n{table}")
 
 
 @pytest.mark.task(2)

@@ -140,11 +140,11 @@ class StreamingReasoningParser:
         found = _first_tag(window, self.reasoning_end_tags)
         if found is None:
             keep_from = _partial_start(window, self.reasoning_end_tags)
-            out.reasoning += window[:keep_from]
+            out.reasoning = window[:keep_from]
             self.held_text = window[keep_from:]
             return ""
         position, tag = found
-        out.reasoning += window[:position]
+        out.reasoning = window[:position]
         self._mode = _CONTENT
         return window[position + len(END_TAG) :] if tag == END_TAG else window[position:]
 
@@ -152,7 +152,7 @@ class StreamingReasoningParser:
         """Show the answer with every ``</think>`` removed, holding a possible partial one."""
         *complete, last = window.split(END_TAG)
         keep_from = _partial_start(last, (END_TAG,))
-        out.content += "".join(complete) + last[:keep_from]
+        out.content = "".join(complete) + last[:keep_from]
         self.held_text = last[keep_from:]
 
     def finish(self) -> ReasoningDelta:

@@ -17,6 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mini_vllm.labs import load_lab
+from mini_vllm.testing.expect import must_raise
 from mini_vllm.testing.strategies import (
     IMPLICIT_END_TAG_CHOICES,
     cut,
@@ -131,9 +132,10 @@ def both(reasoning: str, content: str) -> str:
     return f"R[{reasoning}] C[{content}]"
 
 
-def trace(chunks: Sequence[str], starts_in_reasoning: bool = False, implicit: Sequence[str] = DEFAULT_TAGS,
-          with_finish: bool = False) -> str:
-    """The stream step by step: what the parser showed (R = reasoning, C = content) against the rule."""
+def trace(rule: str, chunks: Sequence[str], starts_in_reasoning: bool = False,
+          implicit: Sequence[str] = DEFAULT_TAGS, with_finish: bool = False) -> str:
+    """``rule`` (the sentence that broke), then the stream step by step: what the parser showed
+    (R = reasoning, C = content, and what it held) against what the rule shows and holds."""
     p = parser(starts_in_reasoning, implicit)
     steps, fed, before = [], "", ("", "")
     for chunk in chunks:
@@ -150,8 +152,21 @@ def trace(chunks: Sequence[str], starts_in_reasoning: bool = False, implicit: Se
         whole = rule_split(fed, starts_in_reasoning, implicit)
         steps.append(Step("finish", "", both(last.reasoning, last.content) + f" held[{p.held_text}]",
                           both(whole[0][len(before[0]) :], whole[1][len(before[1]) :]) + " held[]"))
-    title = f"starts_in_reasoning={starts_in_reasoning}, implicit_end_tags={tuple(implicit)}"
-    return format_trace(steps, title, ("shown", "the rule says"))
+    setting = f"(starts_in_reasoning={starts_in_reasoning}, implicit_end_tags={tuple(implicit)})"
+    return format_trace(steps, f"{rule}\n{setting}", ("shown", "the rule says"))
+
+
+def hold_problem(fed: str, held: str, must: str) -> str:
+    """Which way a held suffix is wrong, in the lesson's terms (too much, too little, or the wrong text)."""
+    if not must:
+        return f"after {quote(fed)}: nothing here can become a tag any more, yet {quote(held)} is held: show it"
+    if len(held) < len(must):
+        return (f"after {quote(fed)}: {quote(must)} could still become a tag, so hold it until it is decided; "
+                f"you hold only {quote(held)}, so part of a tag may reach the user")
+    if len(held) > len(must):
+        return (f"after {quote(fed)}: only {quote(must)} could still become a tag, yet you hold {quote(held)}: "
+                "show the rest now")
+    return f"after {quote(fed)}: hold exactly {quote(must)}, the part that could still become a tag, not {quote(held)}"
 
 
 def characters_kept(obj: Any, seen: set[int] | None = None) -> int:
@@ -212,18 +227,50 @@ def test_implicit_end_tags_can_be_chosen() -> None:
         "with no implicit end tags, only </think> ends a thought"
 
 
+# Each bad tag list, the error, and a word its message must hold (so the error says what was wrong).
+BAD_TAGS = {"empty": ([""], ValueError, "empty"), "int": ([3], TypeError, "3"),
+            "end-tag": (["</think>"], ValueError, "</think>"), "nested": (["<a", "x<a>"], ValueError, "x<a>"),
+            "not-a-list": (7, TypeError, "int"), "a-set": ({"<tool_call>"}, TypeError, "set")}
+
+
 @pytest.mark.task(1)
-@pytest.mark.parametrize(("tags", "error"), [([""], ValueError), ([3], TypeError), (["</think>"], ValueError),
-                                             (["<a", "x<a>"], ValueError), (7, TypeError)], ids=repr)
-def test_split_reasoning_rejects_bad_tags(tags: object, error: type[Exception]) -> None:
-    with pytest.raises(error):
-        lab.split_reasoning("<think>x", implicit_end_tags=tags)  # type: ignore[arg-type]
+@pytest.mark.parametrize(("tags", "error", "named"), BAD_TAGS.values(), ids=BAD_TAGS.keys())
+def test_split_reasoning_rejects_bad_tags(tags: object, error: type[Exception], named: str) -> None:
+    raised = must_raise(lambda: lab.split_reasoning("<think>x", implicit_end_tags=tags), error,  # type: ignore[arg-type]
+                        f"split_reasoning(..., implicit_end_tags={tags!r})")
+    assert named in str(raised), f"the error should say what was wrong ({named!r}): {raised}"
+
+
+@pytest.mark.task(1)
+def test_split_reasoning_defaults() -> None:
+    """The README's defaults: no thought unless the reply opens one, and <tool_call> ends a thought."""
+    got = lab.split_reasoning("plan</think>answer")
+    assert tuple(got) == ("", "plananswer"), (
+        f"by default (starts_in_reasoning=False) a reply without <think> is all answer: got {got}")
+    got = lab.split_reasoning("<think>plan<tool_call>{}")
+    assert tuple(got) == ("plan", "<tool_call>{}"), (
+        f"by default <tool_call> is an implicit end tag: it ends the thought and starts the answer; got {got}")
+
+
+@pytest.mark.task(1)
+def test_removing_an_end_tag_is_one_pass() -> None:
+    """Removing the model's </think> can join the text around it into a new one: that one stays, as written."""
+    for text, answer in [("answer </thi</think>nk> end", ("", "answer </think> end")),
+                         ("<think>x</think>answer </thi</think>nk> end", ("x", "answer </think> end"))]:
+        expected = rule_split(text)
+        assert expected == answer, "the test's own reading of the rule disagrees with the README"
+        got = lab.split_reasoning(text)
+        assert tuple(got) == expected, (f"split_reasoning({quote(text)}) = {got}: remove each </think> the model "
+                                        f"wrote, in one pass, and nothing else; the rule says {expected}")
 
 
 @pytest.mark.task(1)
 @given(reasoning_replies(), st.booleans(), st.sampled_from(IMPLICIT_END_TAG_CHOICES))
 @example("<think>a</think>b <thinking> c", False, DEFAULT_TAGS)
 @example("<think>plan<tool_call>{}</tool_call>", False, DEFAULT_TAGS)
+@example("<think>a</think>b</think>c</think>d", False, DEFAULT_TAGS)  # every further </think> is removed
+@example("a</think>b</think>c", True, ())
+@example("x</think>y", False, DEFAULT_TAGS)  # a stray end tag with no thought
 def test_split_reasoning_follows_the_rule_for_any_text(text: str, starts: bool, implicit: tuple[str, ...]) -> None:
     got = lab.split_reasoning(text, starts_in_reasoning=starts, implicit_end_tags=implicit)
     expected = rule_split(text, starts, implicit)
@@ -240,9 +287,10 @@ def test_a_split_open_tag_is_not_leaked() -> None:
     p = parser()
     first = p.feed(chunks[0])
     assert (first.reasoning, first.content, p.held_text) == ("", "", "<thi"), \
-        "'<thi' could still become <think>: hold it\n" + trace(chunks)
+        trace("'<thi' could still become <think>: hold it", chunks)
     second = p.feed(chunks[1])
-    assert (second.reasoning, second.content) == ("Hmm.", "Yes."), trace(chunks)
+    assert (second.reasoning, second.content) == ("Hmm.", "Yes."), trace(
+        "'nk>' completes <think>: the tag is in neither channel, then the thought, '</think>' and the answer", chunks)
 
 
 @pytest.mark.task(2)
@@ -250,7 +298,7 @@ def test_a_split_end_tag_is_not_leaked() -> None:
     chunks = ["<think>plan</thi", "nk>answer"]
     deltas, _ = feed_all(chunks)
     assert [(d.reasoning, d.content) for d in deltas] == [("plan", ""), ("", "answer")], \
-        "'</thi' must be held, then consumed: it is in neither channel\n" + trace(chunks)
+        trace("'</thi' must be held, then consumed: it is in neither channel", chunks)
 
 
 @pytest.mark.task(2)
@@ -258,7 +306,8 @@ def test_qwen3_reply_one_character_at_a_time() -> None:
     text = "<think>\nThe user wants 2 + 2. 東京 🫨\n</think>\n\nThe answer is 4."
     chunks = list(text)
     deltas, _ = feed_all(chunks)
-    assert shown(deltas) == ("\nThe user wants 2 + 2. 東京 🫨\n", "\n\nThe answer is 4."), trace(chunks)
+    assert shown(deltas) == ("\nThe user wants 2 + 2. 東京 🫨\n", "\n\nThe answer is 4."), trace(
+        "one character at a time: each goes to its channel as soon as no tag can claim it", chunks)
 
 
 @pytest.mark.task(2)
@@ -266,8 +315,9 @@ def test_starts_in_reasoning_when_the_template_wrote_think() -> None:
     chunks = ["The prompt ended with <think>, so", " this is thought.", "</think>", "\n\nAnswer."]
     deltas, _ = feed_all(chunks, starts_in_reasoning=True)
     assert [d.reasoning for d in deltas[:2]] == chunks[:2], \
-        "a thought is shown as it arrives\n" + trace(chunks, True)
-    assert shown(deltas) == ("".join(chunks[:2]), "\n\nAnswer."), trace(chunks, True)
+        trace("a thought is shown as it arrives", chunks, True)
+    assert shown(deltas) == ("".join(chunks[:2]), "\n\nAnswer."), trace(
+        "starts_in_reasoning: the reply is thought up to '</think>', the answer after it", chunks, True)
 
 
 @pytest.mark.task(2)
@@ -275,7 +325,7 @@ def test_implicit_end_at_a_tool_call() -> None:
     chunks = ["<think>I need the weather. ", "<tool_c", 'all>{"name": "get_weather"}']
     deltas, p = feed_all(chunks)
     assert shown(deltas) == ("I need the weather. ", '<tool_call>{"name": "get_weather"}'), \
-        "the tool call ends the thought and stays, for the tool parser\n" + trace(chunks)
+        trace("the tool call ends the thought and stays, for the tool parser", chunks)
     assert not p.in_reasoning, "after an implicit end tag the parser is in the answer: in_reasoning must be False"
 
 
@@ -283,7 +333,8 @@ def test_implicit_end_at_a_tool_call() -> None:
 def test_a_duplicated_end_tag_never_reaches_the_user() -> None:
     chunks = ["<think>a</think>The answer.</th", "ink> Really."]
     deltas, _ = feed_all(chunks)
-    assert [d.content for d in deltas] == ["The answer.", " Really."], trace(chunks)
+    assert [d.content for d in deltas] == ["The answer.", " Really."], trace(
+        "a second '</think>', even split across chunks, is removed from the answer", chunks)
 
 
 @pytest.mark.task(2)
@@ -299,20 +350,24 @@ def test_false_alarms_are_released_at_once(chunks: list[str], starts: bool) -> N
     for chunk in chunks:
         fed += chunk
         p.feed(chunk)
-        assert p.held_text == must_hold(fed, starts), (
-            f"after {quote(fed)}: nothing here can become a tag any more, yet {quote(p.held_text)} is held\n"
-            + trace(chunks, starts))
+        assert p.held_text == must_hold(fed, starts), trace(hold_problem(fed, p.held_text, must_hold(fed, starts)),
+                                                            chunks, starts)
 
 
 @pytest.mark.task(2)
 def test_whitespace_before_the_opening_waits_for_the_decision() -> None:
     thought_chunks = ["\n ", "<think>", "idea"]
     deltas, _ = feed_all(thought_chunks)
-    assert shown(deltas) == ("idea", ""), "the whitespace before <think> belongs to neither channel\n" \
-        + trace(thought_chunks)
+    assert shown(deltas) == ("idea", ""), trace("the whitespace before <think> belongs to neither channel",
+                                                thought_chunks)
     answer_chunks = ["\n ", "Hi"]
     deltas, _ = feed_all(answer_chunks)
-    assert shown(deltas) == ("", "\n Hi"), "no thought opened: the whitespace was the answer's\n" + trace(answer_chunks)
+    reasoning, content = shown(deltas)
+    if not content.startswith("\n "):
+        rule = "no thought opened: the whitespace that waited for the decision is the answer's, shown with 'Hi'"
+    else:
+        rule = "'Hi' cannot start <think>: once it arrives, the whole reply is the answer, shown at once"
+    assert (reasoning, content) == ("", "\n Hi"), trace(rule, answer_chunks)
 
 
 @pytest.mark.task(2)
@@ -333,19 +388,66 @@ def test_non_str_chunk_raises_and_changes_nothing(bad: object) -> None:
     p.feed("<think>plan </thi")
     twin.feed("<think>plan </thi")
     before = (p.held_text, p.in_reasoning)
-    with pytest.raises(TypeError) as raised:
-        p.feed(bad)  # type: ignore[arg-type]
-    assert type(bad).__name__ in str(raised.value), f"say what was wrong: {raised.value}"
+    raised = must_raise(lambda: p.feed(bad), TypeError, f"feed({bad!r})")  # type: ignore[arg-type]
+    assert type(bad).__name__ in str(raised), f"the error should say what was wrong ({type(bad).__name__}): {raised}"
     assert (p.held_text, p.in_reasoning) == before, "a rejected chunk must leave the parser as it was"
     assert p.feed("nk>done") == twin.feed("nk>done"), "the next good chunk works as if the bad one never came"
 
 
 @pytest.mark.task(2)
-@pytest.mark.parametrize(("tags", "error"), [([""], ValueError), ([None], TypeError), (["x</think>"], ValueError)],
-                         ids=repr)
-def test_parser_rejects_bad_tags(tags: object, error: type[Exception]) -> None:
-    with pytest.raises(error):
-        lab.StreamingReasoningParser(implicit_end_tags=tags)  # type: ignore[arg-type]
+@pytest.mark.parametrize(("tags", "error", "named"), BAD_TAGS.values(), ids=BAD_TAGS.keys())
+def test_parser_rejects_bad_tags(tags: object, error: type[Exception], named: str) -> None:
+    raised = must_raise(lambda: lab.StreamingReasoningParser(implicit_end_tags=tags), error,  # type: ignore[arg-type]
+                        f"StreamingReasoningParser(implicit_end_tags={tags!r})")
+    assert named in str(raised), f"the error should say what was wrong ({named!r}): {raised}"
+
+
+@pytest.mark.task(2)
+def test_parser_defaults() -> None:
+    """The README's defaults, with no arguments at all."""
+    p = lab.StreamingReasoningParser()
+    delta = p.feed("plan, then the answer")
+    assert (delta.reasoning, delta.content, p.in_reasoning) == ("", "plan, then the answer", False), (
+        "by default (starts_in_reasoning=False) a reply that does not open <think> is the answer: got "
+        f"{both(delta.reasoning, delta.content)}, in_reasoning={p.in_reasoning}")
+    p = lab.StreamingReasoningParser()
+    deltas = [p.feed(chunk) for chunk in ["<think>plan", "<tool_call>{}"]]
+    assert shown(deltas) == ("plan", "<tool_call>{}"), (
+        f"by default <tool_call> is an implicit end tag: it ends the thought; got {both(*shown(deltas))}")
+
+
+@pytest.mark.task(2)
+def test_a_tag_that_repeats_its_own_start() -> None:
+    """In '[[tool]]', '[' and '[[' are both starts of the tag: after '[[' hold both brackets, not one."""
+    tags = ("[[tool]]",)
+    chunks = ["<think>plan [[", "tool]] {}"]
+    p, fed = parser(implicit=tags), ""
+    for chunk in chunks:
+        fed += chunk
+        p.feed(chunk)
+        must = must_hold(fed, implicit=tags)
+        assert p.held_text == must, trace(hold_problem(fed, p.held_text, must)
+                                          + " (look for the LONGEST suffix that starts a tag)", chunks, implicit=tags)
+
+
+@pytest.mark.task(2)
+def test_removing_an_end_tag_is_one_pass_streamed() -> None:
+    """However 'answer </thi</think>nk> end' is cut, the answer is 'answer </think> end'."""
+    text = "answer </thi</think>nk> end"
+    for chunks in [list(text), *([text[:k], text[k:]] for k in range(1, len(text)))]:
+        deltas, p = feed_all(chunks)
+        r, c = shown(deltas)
+        assert (r, c + p.held_text) == rule_split(text), trace(
+            "remove each </think> the model wrote, once: the text it joins is the model's, shown as written", chunks)
+
+
+@pytest.mark.task(2)
+def test_bad_input_after_finish_is_still_named() -> None:
+    p = parser()
+    p.feed("<think>done")
+    p.finish()
+    raised = must_raise(lambda: p.feed(None), TypeError, "feed(None) after finish()")  # type: ignore[arg-type]
+    assert "NoneType" in str(raised), f"feed(None) is bad input whenever it comes: name it in the error: {raised}"
 
 
 @pytest.mark.task(2)
@@ -358,7 +460,8 @@ def test_fifty_random_slicings() -> None:
         chunks = split_at(text, sorted(rng.sample(range(1, len(text)), rng.randint(1, len(text) // 3))))
         deltas, p = feed_all(chunks)
         r, c = shown(deltas)
-        assert (r, c + p.held_text) == expected, f"seed {seed}\n" + trace(chunks)
+        assert (r, c + p.held_text) == expected, trace(
+            f"slicing {seed} of 50: every cut must give the batch answer {both(*expected)}", chunks)
 
 
 @pytest.mark.task(2)
@@ -391,7 +494,9 @@ def test_streaming_equals_batch_for_any_chunking(text: str, positions: set[int],
     r, c = shown(deltas)
     expected = rule_split(text, starts, implicit)
     held = p.held_text
-    assert (r + held, c) == expected or (r, c + held) == expected, trace(chunks, starts, implicit)
+    assert (r + held, c) == expected or (r, c + held) == expected, trace(
+        f"shown + held after the last chunk must be the batch answer {both(*expected)}, however the reply is cut",
+        chunks, starts, implicit)
 
 
 @pytest.mark.task(2)
@@ -399,6 +504,7 @@ def test_streaming_equals_batch_for_any_chunking(text: str, positions: set[int],
 @example("<think>plan and more plan", {10}, False, DEFAULT_TAGS)  # nothing ambiguous: hold nothing
 @example("<think>a</think>see <thinking> b", {22}, False, DEFAULT_TAGS)
 @example("answer", set(), True, DEFAULT_TAGS)
+@example("<think>plan <|<|", {12}, False, ("<|<|tool|>",))  # a tag that repeats its own start
 def test_held_text_is_exactly_the_ambiguous_suffix(text: str, positions: set[int], starts: bool,
                                                    implicit: tuple[str, ...]) -> None:
     chunks = cut(text, positions)
@@ -408,11 +514,11 @@ def test_held_text_is_exactly_the_ambiguous_suffix(text: str, positions: set[int
         delta = p.feed(chunk)
         r, c = r + delta.reasoning, c + delta.content
         held = must_hold(fed, starts, implicit)
-        assert p.held_text == held, (f"after {quote(fed)}: held {quote(p.held_text)}, but exactly {quote(held)} "
-                                     "could still become a tag\n" + trace(chunks, starts, implicit))
+        assert p.held_text == held, trace(hold_problem(fed, p.held_text, held), chunks, starts, implicit)
         decided = rule_split(fed[: len(fed) - len(held)], starts, implicit)
         assert (r, c) == decided, (f"after {quote(fed)}: shown {both(r, c)}, but everything but the held suffix is "
-                                   f"decided: {both(*decided)}\n" + trace(chunks, starts, implicit))
+                                   f"decided: {both(*decided)}\n" + trace("the stream, chunk by chunk", chunks,
+                                                                           starts, implicit))
 
 
 # -------------------------------------------------------------------- task 3: finish
@@ -465,10 +571,8 @@ def test_nothing_after_finish() -> None:
     p = parser()
     p.feed("<think>done")
     p.finish()
-    with pytest.raises(RuntimeError):
-        p.feed("more")
-    with pytest.raises(RuntimeError):
-        p.finish()
+    must_raise(lambda: p.feed("more"), RuntimeError, "feed() after finish() (the reply is over)")
+    must_raise(p.finish, RuntimeError, "a second finish() (the reply is over)")
 
 
 # -------------------------------------------------------------------------- control

@@ -1,0 +1,17 @@
+"""Wrong on purpose: the partial-tag search goes on after its first (longest) match.
+
+For a tag that repeats its own start (`[[tool]]`: both `[` and `[[` begin it), the search
+for the longest held suffix keeps looking at shorter sizes and ends on the shortest, so
+after `plan [[` only one `[` is held and the other leaks into the thought. The reference
+without the `break` in `_partial_start`.
+"""
+
+from mini_vllm.labs import impl_path
+
+_REFERENCE = impl_path("lab-06", "solution").read_text(encoding="utf-8")
+_RIGHT, _WRONG = "                break\n", "                continue\n"
+assert _REFERENCE.count(_RIGHT) == 1, "the reference changed: update this variant"
+exec(compile(_REFERENCE.replace(_RIGHT, _WRONG), __file__, "exec"))
+
+MUST_FAIL = ["test_a_tag_that_repeats_its_own_start", "test_held_text_is_exactly_the_ambiguous_suffix"]
+MAY_COST = [2]
