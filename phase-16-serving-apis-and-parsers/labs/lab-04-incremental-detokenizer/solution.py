@@ -49,19 +49,16 @@ class IncrementalDetokenizer:
         self.tokenizer = tokenizer
         self.skip_special_tokens = skip_special_tokens
         self.tokens = list(prompt_ids)
-        prompt_text = self._decode(self.tokens)  # a bad prompt id raises here, not mid-stream
         self._prompt_len = len(self.tokens)
         self._context_tokens = max(1, window - 1)
+        self._prefix, self._texts = 0, {}  # end -> decode(tokens[prefix:end]) for the current prefix
+        prompt_text = self._text_to(self._prompt_len)  # a bad prompt id raises here, not mid-stream
         # Set while `read` sits before a character the prompt leaves unfinished, until the output's
         # first text settles which characters past `read` are the prompt's own.
-        self._prompt_unfinished = False
-        read = self._prompt_len
-        if prompt_text.endswith(REPLACEMENT_CHAR):
-            read = self._last_prompt_boundary()
-            self._prompt_unfinished = True
+        self._prompt_unfinished = prompt_text.endswith(REPLACEMENT_CHAR)
+        read = self._last_prompt_boundary(prompt_text) if self._prompt_unfinished else self._prompt_len
         self._prefix = self._read = self._start = read
-        self._texts: dict[int, str] = {}  # end -> decode(tokens[prefix:end]) for the current prefix
-        self._context_text = ""
+        self._texts, self._context_text = {}, ""
         if read == self._prompt_len:
             self._prefix = self._prompt_context_start()
             self._context_text = self._text_to(read)
@@ -139,7 +136,7 @@ class IncrementalDetokenizer:
     # ------------------------------------------------------------------ proofs, with decode alone
 
     def _is_boundary(self, position: int, end: int, text: str, rights: dict[int, str]) -> bool:
-        """Whether no character straddles ``position``, at least three tokens before ``end``.
+        """Whether no character straddles ``position``, a token position before ``end``.
 
         ``text`` decodes ``tokens[prefix:end]``; ``rights`` remembers ``decode(tokens[p:end])``.
         Proven with decode alone, in one of three ways:
@@ -150,9 +147,10 @@ class IncrementalDetokenizer:
            characters than tokens (so it holds a whole multi-token character, such as a
            model's own U+FFFD). Adding up alone proves nothing on a byte-fallback tokenizer,
            which turns each byte of a broken run into its own U+FFFD however it is cut;
-        3. every seam from it to the end adds up. On a byte-fallback tokenizer, a complete
-           character before an unfinished one would break that at its own end; this is how a
-           run of single-token U+FFFD, which proof 2 cannot see, is released.
+        3. it is at least three tokens back (before any unfinished character) and every seam
+           from it to the end adds up. On a byte-fallback tokenizer a whole character before an
+           unfinished one breaks that at its own end. This releases a run of single-token U+FFFD,
+           which proof 2 cannot see.
         """
         right = self._right(position, end, rights)
         if not right:
@@ -161,7 +159,7 @@ class IncrementalDetokenizer:
             return True
         if self._text_to(position) + right != text:
             return False
-        return len(right) < end - position or all(
+        return len(right) < end - position or end - position >= _UNFINISHED_TOKENS and all(
             self._text_to(seam) + self._right(seam, end, rights) == text for seam in range(end - 1, position, -1))
 
     def _right(self, position: int, end: int, rights: dict[int, str]) -> str:
@@ -171,12 +169,18 @@ class IncrementalDetokenizer:
 
     # ------------------------------------------------------------------ a prompt that ends inside a character
 
-    def _last_prompt_boundary(self) -> int:
-        """The latest position before the prompt's end that no character straddles (0 if none is found near it)."""
-        last = self._prompt_len
+    def _last_prompt_boundary(self, prompt_text: str) -> int:
+        """The latest position before the prompt's end that no character straddles (0 if none is found near it).
+
+        Called once, with the prefix at 0. Besides the three proofs, a position inside the prompt
+        is a boundary when the text before it does not end in U+FFFD: its last character is whole.
+        (After a push this never helps: had the text there been clean, ``read`` would be there.)
+        """
+        last, rights = self._prompt_len, {}
         for position in range(last - 1, max(0, last - _PROMPT_LOOKBACK), -1):
-            before, after = self._decode(self.tokens[:position]), self._decode(self.tokens[position:last])
-            if (before and not before.endswith(REPLACEMENT_CHAR)) or (after and not after.startswith(REPLACEMENT_CHAR)):
+            before = self._text_to(position)
+            if (before and not before.endswith(REPLACEMENT_CHAR)) or self._is_boundary(position, last, prompt_text,
+                                                                                       rights):
                 return position
         return 0
 
