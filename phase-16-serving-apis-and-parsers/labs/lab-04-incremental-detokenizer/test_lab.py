@@ -396,16 +396,17 @@ VLLM_PEER_STRINGS = [
 
 @pytest.mark.task(2)
 @pytest.mark.parametrize("name", TOKENIZERS)
-@pytest.mark.parametrize("truth", VLLM_PEER_STRINGS, ids=range(len(VLLM_PEER_STRINGS)))
-def test_vllm_peer_strings(name: str, truth: str) -> None:
-    """Like vLLM: the string plus EOS, no prompt, skip_special_tokens=True (vLLM's default)."""
+def test_vllm_peer_strings(name: str) -> None:
+    """Like vLLM: each string plus EOS, no prompt, skip_special_tokens=True (vLLM's default)."""
     tokenizer = TOKENIZERS[name]
-    ids = [*tokenizer.encode(truth), tokenizer.eos_token_id]
-    check_stream(tokenizer, [], ids, skip=True, spaces_on_spm_are_task_1=True)
-    pushed = pushes(tokenizer, [], ids, skip_special_tokens=True)
     same = without_spaces if sentencepiece_style(tokenizer) else str
-    assert same("".join(pushed)) == same(tokenizer.decode(ids, skip_special_tokens=True)), (
-        "the reply ends on a whole character: its pushes alone must add up to decode() of the whole reply")
+    for truth in VLLM_PEER_STRINGS:
+        ids = [*tokenizer.encode(truth), tokenizer.eos_token_id]
+        check_stream(tokenizer, [], ids, skip=True, spaces_on_spm_are_task_1=True)
+        pushed = pushes(tokenizer, [], ids, skip_special_tokens=True)
+        assert same("".join(pushed)) == same(tokenizer.decode(ids, skip_special_tokens=True)), (
+            f"a reply that ends on a whole character is complete without flush: the pushes for {quote(truth)} "
+            f"must add up to decode() of the whole reply, but gave {quote(''.join(pushed))}")
 
 
 HF_RAWS = {"hf-bpe": (HF_BPE, HF_RAW), "hf-spm": (HF_SPM, HF_SPM_RAW)}
@@ -507,22 +508,26 @@ def test_cost_per_token_is_bounded_after_a_long_prompt(kind: str) -> None:
     check_cost(kind, costs, f"a prompt of about {PROMPT} tokens")
 
 
-# ---------------------------------------------------- task 3: flush and the prompt boundary
+# ---------------------------------------------------- task 3: flush, and a prompt that is never shown
 
 
 @pytest.mark.task(3)
-def test_prompt_is_never_re_emitted() -> None:
-    """The prompt counts as shown: with it, the reply's tokens show what they show after no prompt at all."""
-    prompt, output = BPE.encode("The prompt says: 你好"), BPE.encode(" and the answer")
-    check_prompt_end(BPE, [*prompt, *output], len(prompt), 0)
-
-
-@pytest.mark.task(3)
-@pytest.mark.parametrize("name", ["bpe", "spm"])
-def test_flush_releases_a_cut_off_character(name: str) -> None:
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_prompt_is_never_re_emitted(name: str) -> None:
+    """The prompt counts as shown: the reply's tokens show the reply, never the prompt's text."""
     tokenizer = TOKENIZERS[name]
-    output = tokenizer.encode(" x" + SHAKING)[:-1]  # max_tokens ran out mid-emoji
-    check_flush(tokenizer, tokenizer.encode("ok"), output)  # the pushes hold the cut-off 🫨; flush gives U+FFFD
+    prompt, output = tokenizer.encode("The prompt says: 你好 🫨"), tokenizer.encode(" and the answer 🚀")
+    assert tokenizer.decode(prompt) == "The prompt says: 你好 🫨", "test bug: this prompt must end on a whole character"
+    check_prompt_end(tokenizer, [*prompt, *output], len(prompt), 0)
+
+
+@pytest.mark.task(3)
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_flush_releases_a_cut_off_character(name: str) -> None:
+    """max_tokens ran out in the middle of 🫨: the pushes hold it, and flush gives its U+FFFD (or one per byte)."""
+    tokenizer = TOKENIZERS[name]
+    output = tokenizer.encode(" x" + SHAKING)[:-1]
+    check_flush(tokenizer, tokenizer.encode("ok"), output)
 
 
 @pytest.mark.task(3)
@@ -537,27 +542,110 @@ def test_flush_releases_exactly_what_was_held(name: str) -> None:
 
 @pytest.mark.task(3)
 @pytest.mark.parametrize("name", TOKENIZERS)
+def test_vllm_peer_strings_half_as_prompt(name: str) -> None:
+    """Like vLLM: each string plus EOS, the first half (by its own token count) as the prompt, both skip settings."""
+    tokenizer = TOKENIZERS[name]
+    for truth in VLLM_PEER_STRINGS:
+        ids = [*tokenizer.encode(truth), tokenizer.eos_token_id]
+        cut = len(tokenizer.encode(truth[: len(truth) // 2]))
+        for skip in (False, True):
+            check_prompt_end(tokenizer, ids, cut, 0, skip=skip)
+
+
+@pytest.mark.task(3)
+@pytest.mark.parametrize("name", sorted(HF_RAWS))
+def test_flush_where_decode_stream_has_none(name: str) -> None:
+    """DecodeStream has no flush: a reply cut off mid-character loses its U+FFFD there, never here."""
+    tokenizer, _ = HF_RAWS[name]
+    check_flush(tokenizer, tokenizer.encode("ok"), tokenizer.encode(" x" + SHAKING)[:-1])
+
+
+# ---------------------------------------------------- task 4: a prompt that ends inside a character
+
+
+@pytest.mark.task(4)
+@pytest.mark.parametrize("name", TOKENIZERS)
 def test_prompt_ending_mid_character(name: str) -> None:
     """The character the prompt leaves unfinished belongs to the output, shown when it completes."""
     tokenizer = TOKENIZERS[name]
     ids = tokenizer.encode("Prompt 🫨 and then the answer 你好")
     cut = next(k for k in range(1, len(ids)) if tokenizer.decode(ids[:k]).endswith("\ufffd"))
     earlier = max(k for k in between_characters(tokenizer, ids) if k <= cut)
-    for window in (1, WINDOW):
+    for window in (1, 2, WINDOW):
         check_prompt_end(tokenizer, ids, cut, earlier, window=window)
         check_prompt_end(tokenizer, ids, cut, 0, window=window)
 
 
-@pytest.mark.task(3)
+# A prompt that ends inside a character, as raw bytes (one token each): (prompt, output, the output's text).
+# Who owns a piece of text is decided by its last byte: a character the output completes is the output's,
+# and so is the U+FFFD of a piece the output continues but then breaks, or leaves unfinished at the end
+# (shown at flush). A piece that the output's first byte cannot continue was already broken: the prompt's.
+# The cases are Markus Kuhn's UTF-8 decoder test (3.3, sequences missing their last byte; 3.5, impossible
+# bytes) and WHATWG's end-of-queue decoder tests, cut between prompt and output.
+PROMPT_CUTS = [
+    ("f0", "9f 41", "\ufffdA"),  # continued, then broken: one U+FFFD for f0 9f, the output's
+    ("f0", "9f", "\ufffd"),  # continued, then the stream ends: flush gives it
+    ("f0 9f", "", ""),  # never continued: the prompt's own (decode(prompt) already shows it)
+    ("f0 9f", "41", "A"),  # broken by the output's first byte: the prompt's
+    ("f0 9f ab", "a8 41", "🫨A"),  # completed: the output's character
+    ("e0", "80 41", "\ufffdA"),  # e0 80 cannot start a character: e0 is the prompt's, the lone 80 the output's
+    ("ef bf", "bd", "\ufffd"),  # completed into a real U+FFFD: the output's
+    ("ef", "bf", "\ufffd"),  # continued, never completed (Kuhn 3.3.7): flush
+    ("df", "41", "A"),  # Kuhn 3.3.6, the last byte missing: the prompt's
+    ("f4 8f", "bf bf", "\U0010ffff"),  # the last code point there is
+    ("f4", "90 80 80", "\ufffd\ufffd\ufffd"),  # past U+10FFFF: f4 is broken at once (the prompt's)
+    ("f7 bf", "bf", "\ufffd"),  # Kuhn 3.3.8: f7 is no lead byte, each byte its own U+FFFD
+]
+
+
+@pytest.mark.task(4)
+@pytest.mark.parametrize(("prompt", "output", "text"), PROMPT_CUTS, ids=[f"{p}|{o}" for p, o, _ in PROMPT_CUTS])
+def test_whose_character_at_the_prompt_end(prompt: str, output: str, text: str) -> None:
+    """A piece of text belongs to whoever holds its last byte; all pushes and flush give the output's text."""
+    prompt_ids, output_ids = list(bytes.fromhex(prompt)), list(bytes.fromhex(output))
+    assert oracle(BYTES, prompt_ids, output_ids).text == text, "test bug: the oracle disagrees with this case"
+    for window in (1, WINDOW):
+        detok = lab.IncrementalDetokenizer(BYTES, prompt_ids, window=window)
+        pieces = [detok.push(i) for i in output_ids] + [detok.flush()]
+        assert "".join(pieces) == text, (
+            f"{PROMPT_RULE}: with the prompt {prompt} and the output {output or '(none)'}, all pushes and flush "
+            f"must give {quote(text)}, but gave {quote(''.join(pieces))} ({pieces}, window={window})")
+        check_prompt_end(BYTES, prompt_ids + output_ids, len(prompt_ids), 0, window=window)
+
+
+@pytest.mark.task(4)
+@given(data=st.binary(max_size=12), split=st.integers(0, 12), window=st.integers(1, 8))
+@example(data=bytes.fromhex("f0 9f ab a8 41"), split=3, window=2)  # no offset may cut 🫨 (a context of 9f ab)
+@example(data=bytes.fromhex("e0 b8 ad e0 b8 b1"), split=2, window=1)  # Hugging Face's Thai case, 'อ' then 'ั'
+@example(data=bytes.fromhex("a1 c2 a1"), split=2, window=1)  # the prompt's own U+FFFD, then ¡ across the cut
+@example(data=bytes.fromhex("ef bf bd f0 9f ab"), split=4, window=4)  # a real U+FFFD, then half an emoji
+def test_any_bytes_any_prompt_end(data: bytes, split: int, window: int) -> None:
+    """One byte per token: any bytes (broken ones too), a prompt that ends anywhere, any window."""
+    ids = list(data)
+    split %= len(ids) + 1
+    check_prompt_end(BYTES, ids, split, max(k for k in between_characters(BYTES, ids) if k <= split), window=window)
+
+
+def bpe_ids(*pieces: str) -> list[int]:
+    """The shipped BPE's ids for these tokens, each given as hex bytes."""
+    ids = {BPE.decode_single_token_bytes(i): i for i in range(BPE.vocab_size) if i not in BPE.all_special_ids}
+    return [ids[bytes.fromhex(piece)] for piece in pieces]
+
+
+@pytest.mark.task(4)
 @pytest.mark.parametrize("window", [1, 2, 3, 4])
-def test_small_window_prompt_ending_mid_character(window: int) -> None:
-    """The issue's case: byte tokens, prompt F0 9F AB, reply A8 41 (answer ['🫨', 'A']). No offset may cut 🫨."""
-    check_prompt_end(BYTES, [0xF0, 0x9F, 0xAB, 0xA8, 0x41], 3, 0, window=window)
-    # Hugging Face's Thai case: E0 B8 | AD | E0 B8 | B1 with a one-token window (answer ['อ', '', '', 'ั']).
-    check_prompt_end(BYTES, [0xE0, 0xB8, 0xAD, 0xE0, 0xB8, 0xB1], 2, 0, window=window)
+def test_prompt_boundary_four_tokens_back(window: int) -> None:
+    """A token can end one character and start the next: the shipped BPE has 8d f0 9f (the end of 不, half of 🫨).
+
+    Prompt x | e4 | b8 | 8d f0 9f | ab: the last position between characters is four tokens back, before e4.
+    Looking back only three tokens finds none. Output a8 | 41 completes 🫨: the output's text is 🫨A.
+    """
+    ids = bpe_ids("78", "e4", "b8", "8df09f", "ab", "a8", "41")
+    assert oracle(BPE, ids[:5], ids[5:]).text == SHAKING + "A", "test bug: the oracle disagrees with this case"
+    check_prompt_end(BPE, ids, 5, 1, window=window)
 
 
-@pytest.mark.task(3)
+@pytest.mark.task(4)
 @given(st.data())
 def test_any_ids_any_prompt_split(data: st.DataObject) -> None:
     """Arbitrary ids: broken bytes, special tokens, both settings of skip_special_tokens, any window."""
@@ -567,15 +655,16 @@ def test_any_ids_any_prompt_split(data: st.DataObject) -> None:
     skip = data.draw(st.booleans(), label="skip_special_tokens")
     window = data.draw(st.integers(1, 8), label="window")
     earlier = data.draw(st.sampled_from([k for k in between_characters(tokenizer, ids, skip) if k <= split]),
-                        label="run B's prompt length")
+                        label="the control run's prompt length")
     check_prompt_end(tokenizer, ids, split, earlier, skip=skip, window=window)
 
 
-@pytest.mark.task(3)
+@pytest.mark.task(4)
 @given(family=st.sampled_from(FAMILIES), text=multilingual_text(), split=st.integers(0, 10**6),
        earlier=st.integers(0, 10**6), window=st.integers(1, 8))
 @example(family="byte", text=SHAKING + "A", split=3, earlier=0, window=2)  # the prompt ends inside 🫨
 @example(family="spm", text="世界A", split=6, earlier=4, window=1)  # ... inside 界, on byte-fallback tokens
+@example(family="bpe", text="\ufffd\ufffd", split=5, earlier=0, window=1)  # inside the second real U+FFFD
 def test_any_text_any_prompt_split(family: str, text: str, split: int, earlier: int, window: int) -> None:
     """Any family, any text, a prompt that ends anywhere (mid-character too), any window from 1 to 8."""
     tokenizer = TOKENIZERS[family]
@@ -585,9 +674,10 @@ def test_any_text_any_prompt_split(family: str, text: str, split: int, earlier: 
     check_prompt_end(tokenizer, ids, split, boundaries[earlier % len(boundaries)], window=window)
 
 
-@pytest.mark.task(3)
+@pytest.mark.task(4)
 @pytest.mark.parametrize("name", TOKENIZERS)
 def test_fifty_random_slicings(name: str) -> None:
+    """Fifty seeded prompt ends (inside characters too) and windows of one long mixed text."""
     tokenizer = TOKENIZERS[name]
     text = "Streaming 服务器 🫨🚀 naïve café — 乱码字节 \ufffd Привет 😊 สวัสดี end."
     ids = tokenizer.encode(text * 3)
@@ -599,10 +689,10 @@ def test_fifty_random_slicings(name: str) -> None:
         check_prompt_end(tokenizer, ids, split, earlier, window=window)
 
 
-@pytest.mark.task(3)
-@pytest.mark.parametrize("name", ["mistral", "tekken"])
-def test_real_vocabulary_prompt_cut_at_every_token(name: str) -> None:
-    """A real model's vocabulary, the prompt ending after each token in turn, inside a character too.
+@pytest.mark.task(4)
+@pytest.mark.parametrize("name", FAMILIES)
+def test_prompt_cut_at_every_token(name: str) -> None:
+    """Every family, the prompt ending after each token in turn, inside a character too.
 
     Tekken's tokens straddle Burmese characters (one holds the end of one and the start of the
     next), so only the bytes say where a character ends; Mistral spells them with <0xNN> tokens.
@@ -614,26 +704,11 @@ def test_real_vocabulary_prompt_cut_at_every_token(name: str) -> None:
         check_prompt_end(tokenizer, ids, split, max(k for k in boundaries if k <= split))
 
 
-@pytest.mark.task(3)
-@pytest.mark.parametrize("name", TOKENIZERS)
-@pytest.mark.parametrize("truth", VLLM_PEER_STRINGS, ids=range(len(VLLM_PEER_STRINGS)))
-@pytest.mark.parametrize("skip", [False, True])
-def test_vllm_peer_strings_half_as_prompt(name: str, truth: str, skip: bool) -> None:
-    """Like vLLM: the string plus EOS, the first half (by its own token count) as the prompt."""
-    tokenizer = TOKENIZERS[name]
-    ids = [*tokenizer.encode(truth), tokenizer.eos_token_id]
-    cut = len(tokenizer.encode(truth[: len(truth) // 2]))
-    check_prompt_end(tokenizer, ids, cut, 0, skip=skip)
-
-
-@pytest.mark.task(3)
+@pytest.mark.task(4)
 @pytest.mark.parametrize("name", sorted(HF_RAWS))
-def test_where_decode_stream_is_wrong_this_lab_is_right(name: str) -> None:
-    """DecodeStream's two gaps on the prompt and the end of the stream (its third, real U+FFFD, is task 2's)."""
+def test_prompt_where_decode_stream_leaks_it(name: str) -> None:
+    """Seeded with a prompt that ends mid-character, DecodeStream shows the whole prompt; here 🫨 is the output's."""
     tokenizer, _ = HF_RAWS[name]
-    # 1. A reply cut off mid-character: DecodeStream has no flush, the U+FFFD is lost.
-    check_flush(tokenizer, tokenizer.encode("ok"), tokenizer.encode(" x" + SHAKING)[:-1])
-    # 2. A prompt ending mid-character: DecodeStream shows the whole prompt; here the character is the output's.
     ids = tokenizer.encode("Hello 🫨 world")
     cut = ids.index(tokenizer.encode(" " + SHAKING)[-1])  # the prompt ends one token before 🫨 completes
     check_prompt_end(tokenizer, ids, cut, 0)
