@@ -48,9 +48,11 @@ class IncrementalDetokenizer:
             raise ValueError(f"window must be an int >= 1, got {window!r}")
         self.tokenizer = tokenizer
         self.skip_special_tokens = skip_special_tokens
+        self._decode_ids = tokenizer.decode  # (bound once: push calls it on every token)
         self.tokens = list(prompt_ids)
         self._prompt_len = len(self.tokens)
         self._context_tokens = max(1, window - 1)
+        self._longest_context = 3 * self._context_tokens  # then the prefix moves up (see _move_prefix)
         self._prefix, self._texts = 0, {}  # end -> decode(tokens[prefix:end]) for the current prefix
         prompt_text = self._text_to(self._prompt_len)  # a bad prompt id raises here, not mid-stream
         # Set while `read` sits before a character the prompt leaves unfinished, until the output's
@@ -69,7 +71,7 @@ class IncrementalDetokenizer:
     def push(self, token_id: int) -> str:
         ids = self.tokens[self._prefix :]
         ids.append(token_id)
-        text = self.tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens)  # a bad id raises here
+        text = self._decode(ids)  # a bad id raises here, before any state changes
         self.tokens.append(token_id)
         end = len(self.tokens)
         if not text.endswith(REPLACEMENT_CHAR):
@@ -77,8 +79,11 @@ class IncrementalDetokenizer:
         self._texts[end] = text
         # A character still arriving spans at most the last three tokens: wait for it. Text
         # before them is final once a boundary there is proven, so release it (bounded work).
+        first = max(self._read, self._prompt_len) + 1
+        if end - _UNFINISHED_TOKENS < first:
+            return ""
         rights: dict[int, str] = {}  # position -> decode(tokens[position:end]), shared by the proofs
-        for position in range(end - _UNFINISHED_TOKENS, max(self._read, self._prompt_len), -1):
+        for position in range(end - _UNFINISHED_TOKENS, first - 1, -1):
             if self._is_boundary(position, end, text, rights):
                 return self._show_through(position, self._text_to(position))
         return ""
@@ -99,7 +104,7 @@ class IncrementalDetokenizer:
     # ------------------------------------------------------------------ bookkeeping
 
     def _decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens)
+        return self._decode_ids(ids, self.skip_special_tokens)
 
     def _text_to(self, end: int) -> str:
         """``decode(tokens[prefix:end])``, remembered until the prefix moves."""
@@ -115,7 +120,7 @@ class IncrementalDetokenizer:
             self._prompt_unfinished = False
         self._read, self._context_text = read, text
         self._starts.append(read)
-        if read - self._prefix >= 3 * self._context_tokens:
+        if read - self._prefix >= self._longest_context:
             self._move_prefix()
         return new_text
 

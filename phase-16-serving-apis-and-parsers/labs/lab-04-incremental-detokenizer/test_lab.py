@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import random
+from dataclasses import dataclass
 from collections.abc import Sequence
 
 import pytest
@@ -102,10 +103,19 @@ PUSH_RULES = ("every push: what has been shown is the start of the answer (never
               "so far forms whole characters, not ending in U+FFFD, all of it has been shown (never late)")
 
 
+@dataclass
+class Streamed:
+    """One run of your detokenizer: what each push showed, and the failure of the push rules (or None)."""
+
+    detok: object
+    pushed: list[str]
+    problem: str | None
+
+
 def stream_problem(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], skip: bool = False,
                    window: int = WINDOW, spaces_on_spm_are_task_1: bool = False,
-                   rule: str = PUSH_RULES) -> str | None:
-    """The push rules, checked after every token: None, or the failure (the rule, then a table).
+                   rule: str = PUSH_RULES) -> Streamed:
+    """The push rules, checked after every token; a failure is the rule, then a table.
 
     - never wrong: what has been shown is always the start of the final answer;
     - never late: when nothing is ambiguous (every byte so far forms whole characters and the
@@ -122,9 +132,10 @@ def stream_problem(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence
     same = without_spaces if spaceless else str
     final = same(expected.text)
     shown = ""
-    steps, problem, at = [], None, 0
+    steps, problem, at, pushed = [], None, 0, []
     for k, token_id in enumerate(output, start=1):
-        shown += detok.push(token_id)
+        pushed.append(detok.push(token_id))
+        shown += pushed[-1]
         due = same("".join(expected.per_token[:k]))
         required = due if expected.settled[k - 1] else None  # the least that must be out by now
         if problem is None and not final.startswith(same(shown)):
@@ -135,15 +146,15 @@ def stream_problem(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence
                           "still held back (too late)", k
         steps.append(Step(str(token_id), tokenizer.decode_single_token_bytes(token_id), same(shown), required))
     if problem is None:
-        return None
+        return Streamed(detok, pushed, None)
     columns = ("shown so far" + (" (no spaces)" if spaceless else ""), "due by then (oracle)")
     table = format_trace(steps, f"{rule} (window={window})", columns=columns, focus=at - 1)
-    return f"{problem}\n{table}"
+    return Streamed(detok, pushed, f"{problem}\n{table}")
 
 
 def check_stream(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], skip: bool = False,
                  window: int = WINDOW, spaces_on_spm_are_task_1: bool = False) -> None:
-    problem = stream_problem(tokenizer, prompt, output, skip, window, spaces_on_spm_are_task_1)
+    problem = stream_problem(tokenizer, prompt, output, skip, window, spaces_on_spm_are_task_1).problem
     assert problem is None, problem
 
 
@@ -172,15 +183,13 @@ def check_prompt_end(tokenizer: Tokenizer, ids: Sequence[int], split: int, earli
     """
     assert earlier <= split and earlier in between_characters(tokenizer, ids, skip), (
         "test bug: the control run's prompt must end between characters, no later than the graded one's")
-    if stream_problem(tokenizer, ids[:earlier], ids[earlier:], skip, window) is not None:
+    if stream_problem(tokenizer, ids[:earlier], ids[earlier:], skip, window).problem is not None:
         return
     prompt, output = ids[:split], ids[split:]
-    problem = stream_problem(tokenizer, prompt, output, skip, window,
-                             rule=f"prompt of {split} tokens, skip_special_tokens={skip}: {PROMPT_RULE}")
-    assert problem is None, problem
-    detok = lab.IncrementalDetokenizer(tokenizer, prompt, window=window, skip_special_tokens=skip)
-    pushed = [detok.push(i) for i in output]
-    check_held_is_flushed(tokenizer, prompt, output, pushed, detok.flush(), skip)
+    run = stream_problem(tokenizer, prompt, output, skip, window,
+                         rule=f"{PROMPT_RULE} (here a prompt of {split} tokens, skip_special_tokens={skip})")
+    assert run.problem is None, run.problem
+    check_held_is_flushed(tokenizer, prompt, output, run.pushed, run.detok.flush(), skip)  # type: ignore[attr-defined]
 
 
 def check_held_is_flushed(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], pushed: list[str],
