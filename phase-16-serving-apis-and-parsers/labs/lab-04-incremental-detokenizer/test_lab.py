@@ -461,12 +461,12 @@ ONE_TOKEN_FFFD = PieceTokenizer([b"\xef\xbf\xbd"])  # a vocabulary whose token 0
 
 def cost_streams() -> dict[str, tuple[Tokenizer, list[int]]]:
     """Streams for the cost tests: (tokenizer, the ids of one repeat)."""
-    texts = {"cjk": "服务器每生成一个词元就立刻发送给用户。", "emoji": "🫨🚀😊🍜🫨🫨", "fffd": "\ufffd",
-             "mixed": "naïve café — 你好 服务器 🚀🫨 Привет! こんにちは สวัสดี 乱码 \ufffd ok. "}
+    texts = {"cjk": "服务器每生成一个词元就立刻发送给用户。", "emoji": "🫨🚀😊🍜🫨🫨", "fffd": "\ufffd"}
     streams = {f"{family}-{kind}": (TOKENIZERS[family], TOKENIZERS[family].encode(text))
                for family in FAMILIES for kind, text in texts.items()}
     streams |= {name: (TOKENIZERS[family], TOKENIZERS[family].encode(text)) for name, family, text in (
         ("bpe-ascii", "bpe", "The quick brown fox jumps over the lazy dog. "),
+        ("bpe-mixed", "bpe", "naïve café — 你好 服务器 🚀🫨 Привет! こんにちは สวัสดี 乱码 \ufffd ok. "),
         ("spm-ascii", "spm", "The quick brown fox jumps over the lazy dog. "),
         ("spm-thai", "spm", "สวัสดีครับวันนี้อากาศดีมาก"))}
     streams["one-token-fffd"] = (ONE_TOKEN_FFFD, [0])
@@ -476,7 +476,7 @@ def cost_streams() -> dict[str, tuple[Tokenizer, list[int]]]:
 COST_STREAMS = cost_streams()
 COST_BUDGET = 6 * WINDOW  # ids decoded per token; the worst stream (real U+FFFD on spm) needs about 21
 SHORT, LONG = 1000, 4000  # stream lengths, in tokens: a cost that grows with the stream grows 4x between them
-PROMPT = 2000  # tokens of prompt for the cost tests with a prompt (ending inside a character when it can)
+PROMPT = 1000  # tokens of prompt for the cost tests with a prompt (ending inside a character when it can)
 
 
 def cost_stream(kind: str, length: int) -> tuple[Tokenizer, list[int]]:
@@ -517,7 +517,7 @@ def test_cost_per_token_is_bounded(kind: str) -> None:
 
 
 @pytest.mark.task(2)
-@pytest.mark.parametrize("kind", [kind for kind in COST_STREAMS if not kind.endswith("ascii")])
+@pytest.mark.parametrize("kind", [kind for kind in COST_STREAMS if kind.endswith(("cjk", "fffd"))])
 def test_cost_per_token_is_bounded_after_a_long_prompt(kind: str) -> None:
     """The same count after a long prompt (ending inside a character where the stream has any): still flat."""
     costs = {}
@@ -631,8 +631,8 @@ def test_whose_character_at_the_prompt_end(prompt: str, output: str, text: str) 
         detok = lab.IncrementalDetokenizer(BYTES, prompt_ids, window=window)
         pieces = [detok.push(i) for i in output_ids] + [detok.flush()]
         assert "".join(pieces) == text, (
-            f"{PROMPT_RULE}: with the prompt {prompt} and the output {output or '(none)'}, all pushes and flush "
-            f"must give {quote(text)}, but gave {quote(''.join(pieces))} ({pieces}, window={window})")
+            f"prompt {prompt}, output {output or '(none)'}: all pushes and flush must give {quote(text)}, but gave "
+            f"{quote(''.join(pieces))} ({pieces}, window={window}). The rule: {PROMPT_RULE}")
         check_prompt_end(BYTES, prompt_ids + output_ids, len(prompt_ids), 0, window=window)
 
 
@@ -703,7 +703,7 @@ def test_fifty_random_slicings(name: str) -> None:
     """Fifty seeded prompt ends (inside characters too) and windows of one long mixed text."""
     tokenizer = TOKENIZERS[name]
     text = "Streaming 服务器 🫨🚀 naïve café — 乱码字节 \ufffd Привет 😊 สวัสดี end."
-    ids = tokenizer.encode(text * 3)
+    ids = tokenizer.encode(text * 2)
     boundaries = between_characters(tokenizer, ids)
     for seed in range(50):
         rng = random.Random(seed)
