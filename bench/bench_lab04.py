@@ -28,9 +28,15 @@ from tokenizers import Tokenizer as HFRawTokenizer
 from tokenizers.decoders import DecodeStream
 
 from bench.common import Row, cost, print_table, save_plot
-from mini_vllm.hf import (HFTokenizer, hf_bpe_tokenizer, hf_byte_tokenizer, hf_mistral_tokenizer, hf_spm_tokenizer,
-                          hf_tekken_tokenizer)
 from mini_vllm import load_tokenizer
+from mini_vllm.hf import (
+    HFTokenizer,
+    hf_bpe_tokenizer,
+    hf_byte_tokenizer,
+    hf_mistral_tokenizer,
+    hf_spm_tokenizer,
+    hf_tekken_tokenizer,
+)
 from mini_vllm.labs import load_lab
 from mini_vllm.testing.baselines import OriginalWindowDiff
 

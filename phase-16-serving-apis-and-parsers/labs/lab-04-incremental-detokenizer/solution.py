@@ -21,7 +21,6 @@ proven boundary (:meth:`IncrementalDetokenizer._is_boundary`) and the work stays
 from __future__ import annotations
 
 from collections.abc import Sequence
-from os.path import commonprefix
 
 from mini_vllm.tokenizer_base import REPLACEMENT_CHAR, Tokenizer
 
@@ -132,7 +131,8 @@ class IncrementalDetokenizer:
         text: a context of skipped special tokens alone would let a SentencePiece decoder strip
         the first space of the *new* text.
         """
-        start = next(s for s in reversed(self._starts) if self._read - s >= self._context_tokens)  # (the prefix is one)
+        # (_starts holds the prefix itself, which is far enough back: there always is one)
+        start = next(s for s in reversed(self._starts) if self._read - s >= self._context_tokens)
         context_text = self._decode(self.tokens[start : self._read])
         if context_text:
             self._prefix, self._context_text, self._texts = start, context_text, {}
@@ -164,8 +164,8 @@ class IncrementalDetokenizer:
             return True
         if self._text_to(position) + right != text:
             return False
-        return len(right) < end - position or end - position >= _UNFINISHED_TOKENS and all(
-            self._text_to(seam) + self._right(seam, end, rights) == text for seam in range(end - 1, position, -1))
+        return len(right) < end - position or (end - position >= _UNFINISHED_TOKENS and all(
+            self._text_to(seam) + self._right(seam, end, rights) == text for seam in range(end - 1, position, -1)))
 
     def _right(self, position: int, end: int, rights: dict[int, str]) -> str:
         if position not in rights:
@@ -205,7 +205,7 @@ class IncrementalDetokenizer:
         up (a seam of a settled text that adds up is a boundary): everything before it is the
         prompt's. If that is the prompt's end, the prompt ended between characters after all
         (say, in a real U+FFFD). Past the seam, the tail is the prompt's complete characters (a
-        token such as ``b" \xf0\x9f"`` holds a whole space) and then U+FFFD for the unfinished
+        token such as ``b" \\xf0\\x9f"`` holds a whole space) and then U+FFFD for the unfinished
         one, or one U+FFFD per byte token on a byte-fallback tokenizer, with nothing whole.
         """
         last = self._prompt_len
@@ -214,7 +214,7 @@ class IncrementalDetokenizer:
         if all(self._decode([t]) == REPLACEMENT_CHAR for t in self.tokens[seam:last]) and (
                 tail == REPLACEMENT_CHAR * (last - seam)):
             return len(head)  # byte tokens of the unfinished character: nothing whole
-        return len(head) + max(0, min(len(commonprefix([tail, new_text[len(head) :]])), len(tail) - 1))
+        return len(head) + max(0, min(_shared_length(tail, new_text[len(head) :]), len(tail) - 1))
 
     def _adds_up_to(self, text: str, seam: int, read: int) -> bool:
         """Whether ``tokens[start:seam]`` and ``tokens[seam:read]`` decoded apart give ``text``."""
@@ -222,3 +222,8 @@ class IncrementalDetokenizer:
             return True
         head, rest = self._decode(self.tokens[self._start : seam]), self._decode(self.tokens[seam:read])
         return text in (head + rest, head + " " + rest)  # (alone, a SentencePiece output loses its first space)
+
+
+def _shared_length(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` share at their start."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import example, given

@@ -7,8 +7,6 @@ prompt ``f0``, output ``9f 41`` is ``'\ufffdA'`` for the output, not ``'A'``; an
 that the output completes (prompt ``ef bf``, output ``bd``) would vanish altogether.
 """
 
-from os.path import commonprefix
-
 from mini_vllm.labs import load_lab
 
 _solution = load_lab("lab-04", "solution")
@@ -21,4 +19,4 @@ class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
     def _prompt_chars(self, new_text: str, read: int) -> int:
         tail = self._decode(self.tokens[self._start : self._prompt_len])
         # The mistake: whatever the output's text shares with the prompt's own text is the prompt's.
-        return max(super()._prompt_chars(new_text, read), len(commonprefix([tail, new_text])))
+        return max(super()._prompt_chars(new_text, read), _solution._shared_length(tail, new_text))

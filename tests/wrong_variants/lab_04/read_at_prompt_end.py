@@ -10,7 +10,8 @@ from mini_vllm.labs import load_lab
 
 _solution = load_lab("lab-04", "solution")
 
-MUST_FAIL = ["test_prompt_ending_mid_character", "test_any_bytes_any_prompt_end", "test_prompt_boundary_four_tokens_back"]
+MUST_FAIL = ["test_prompt_ending_mid_character", "test_any_bytes_any_prompt_end",
+             "test_prompt_boundary_four_tokens_back"]
 MAY_COST = [4]
 
 
