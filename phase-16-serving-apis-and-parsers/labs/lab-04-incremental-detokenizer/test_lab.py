@@ -488,13 +488,19 @@ def cost_stream(kind: str, length: int) -> tuple[Tokenizer, list[int]]:
 
 
 def ids_per_token(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int]) -> float:
-    """Token ids handed to decode per pushed token (what __init__ decodes is not counted)."""
+    """Token ids handed to decode per pushed token (what __init__ decodes is not counted).
+
+    A run far over the budget stops early: a quadratic version would take minutes to finish.
+    """
     counting = CountingTokenizer(tokenizer)
     detok = lab.IncrementalDetokenizer(counting, prompt, window=WINDOW)
-    counting.ids_decoded = 0
+    counting.ids_decoded = pushed = 0
     for token_id in output:
         detok.push(token_id)
-    return counting.ids_decoded / len(output)
+        pushed += 1
+        if counting.ids_decoded > 4 * COST_BUDGET * pushed + 2000:
+            break
+    return counting.ids_decoded / pushed
 
 
 def check_cost(kind: str, costs: dict[int, float], setting: str) -> None:
