@@ -506,7 +506,8 @@ def ids_per_token(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[
 def check_cost(kind: str, costs: dict[int, float], setting: str) -> None:
     assert costs[LONG] <= COST_BUDGET, (
         f"the work per token is bounded ({setting}): {costs[LONG]:.1f} ids decoded per token on the {kind} stream "
-        f"at {LONG} tokens; the budget is {COST_BUDGET} (6 x window). Is something re-decoding the history?")
+        f"(counted up to {LONG} tokens, or until far over the budget); the budget is {COST_BUDGET} (6 x window). "
+        "Is something re-decoding the history?")
     assert costs[LONG] <= costs[SHORT] * 1.05, (
         f"the work per token is bounded ({setting}): on the {kind} stream it grows with the stream "
         f"({costs[SHORT]:.1f} ids per token at {SHORT} tokens, {costs[LONG]:.1f} at {LONG}): the fallback must "
