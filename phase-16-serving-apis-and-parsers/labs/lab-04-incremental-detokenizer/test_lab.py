@@ -523,19 +523,6 @@ def test_cost_per_token_is_bounded(kind: str) -> None:
     check_cost(kind, costs, "no prompt")
 
 
-@pytest.mark.task(2)
-@pytest.mark.parametrize("kind", [kind for kind in COST_STREAMS if kind.endswith(("cjk", "fffd"))])
-def test_cost_per_token_is_bounded_after_a_long_prompt(kind: str) -> None:
-    """The same count after a long prompt (ending inside a character where the stream has any): still flat."""
-    costs = {}
-    for length in (SHORT, LONG):
-        tokenizer, ids = cost_stream(kind, PROMPT + length)
-        split = next((k for k in range(PROMPT, PROMPT + 8) if k not in between_characters(tokenizer, ids[: k + 8])),
-                     PROMPT)
-        costs[length] = ids_per_token(tokenizer, ids[:split], ids[split:])
-    check_cost(kind, costs, f"a prompt of about {PROMPT} tokens")
-
-
 # ---------------------------------------------------- task 3: flush, and a prompt that is never shown
 
 
@@ -575,9 +562,32 @@ def test_vllm_peer_strings_half_as_prompt(name: str) -> None:
     tokenizer = TOKENIZERS[name]
     for truth in VLLM_PEER_STRINGS:
         ids = [*tokenizer.encode(truth), tokenizer.eos_token_id]
-        cut = len(tokenizer.encode(truth[: len(truth) // 2]))
+        half = len(tokenizer.encode(truth[: len(truth) // 2]))
         for skip in (False, True):
+            cut = max(k for k in between_characters(tokenizer, ids, skip) if k <= half)  # (task 4: inside one)
             check_prompt_end(tokenizer, ids, cut, 0, skip=skip)
+
+
+def prompt_cost(kind: str, inside_a_character: bool) -> None:
+    """Ids decoded per token after a long prompt, graded when the same stream without a prompt is within budget."""
+    costs = {}
+    for length in (SHORT, LONG):
+        tokenizer, ids = cost_stream(kind, PROMPT + length)
+        if ids_per_token(tokenizer, [], ids[PROMPT:]) > COST_BUDGET:
+            return  # too costly with no prompt at all: task 2's cost test shows it
+        boundaries = between_characters(tokenizer, ids[: PROMPT + 8])
+        cuts = [k for k in range(PROMPT, PROMPT + 8) if (k not in boundaries) == inside_a_character]
+        split = cuts[0] if cuts else PROMPT
+        costs[length] = ids_per_token(tokenizer, ids[:split], ids[split:])
+    where = "inside a character" if inside_a_character else "between characters"
+    check_cost(kind, costs, f"after a prompt of about {PROMPT} tokens that ends {where}")
+
+
+@pytest.mark.task(3)
+@pytest.mark.parametrize("kind", [kind for kind in COST_STREAMS if kind.endswith(("cjk", "ascii"))])
+def test_cost_per_token_is_bounded_after_a_long_prompt(kind: str) -> None:
+    """The work per token stays flat after a long prompt: the context starts near the prompt's end."""
+    prompt_cost(kind, inside_a_character=False)
 
 
 @pytest.mark.task(3)
@@ -732,6 +742,13 @@ def test_prompt_cut_at_every_token(name: str) -> None:
     boundaries = between_characters(tokenizer, ids)
     for split in range(len(ids) + 1):
         check_prompt_end(tokenizer, ids, split, max(k for k in boundaries if k <= split))
+
+
+@pytest.mark.task(4)
+@pytest.mark.parametrize("kind", [kind for kind in COST_STREAMS if kind.endswith(("cjk", "fffd"))])
+def test_cost_per_token_is_bounded_after_a_prompt_cut_inside_a_character(kind: str) -> None:
+    """The work per token stays flat when the prompt ends inside a character (or in U+FFFD, which looks the same)."""
+    prompt_cost(kind, inside_a_character=True)
 
 
 @pytest.mark.task(4)
