@@ -380,7 +380,7 @@ def test_a_run_of_real_replacement_chars_is_shown_promptly(name: str) -> None:
         f"tokens at least {due} of them must be out, but {shown} were; release what lies before a proven boundary")
 
 
-@pytest.mark.task(2)
+@pytest.mark.task(2, points=5)
 @given(family=st.sampled_from(FAMILIES), text=multilingual_text(), window=st.integers(1, 8))
 @example(family="spm", text="Hello 服 world", window=1)  # a context cut inside 服 spoils its bytes
 @example(family="bpe", text="x " + SHAKING + "🫨", window=WINDOW)
@@ -391,7 +391,7 @@ def test_each_character_shown_with_the_token_that_completes_it(family: str, text
     check_stream(tokenizer, [], tokenizer.encode(text), skip=True, window=window, spaces_on_spm_are_task_1=True)
 
 
-@pytest.mark.task(2)
+@pytest.mark.task(2, points=3)
 @given(data=st.data())
 def test_any_ids(data: st.DataObject) -> None:
     """Arbitrary ids: broken bytes, real U+FFFD, cut-off characters, any window (special tokens skipped)."""
@@ -439,7 +439,7 @@ def decode_stream_steps(prompt: Sequence[int], output: Sequence[int], raw: objec
     return [decoder.step(raw, i) or "" for i in output]
 
 
-@pytest.mark.task(2)
+@pytest.mark.task(2, points=3)
 @given(name=st.sampled_from(sorted(HF_RAWS)), text=multilingual_text())
 def test_agrees_with_decode_stream_where_it_is_right(name: str, text: str) -> None:
     """Valid text: both stream the same pieces at the same tokens (the peer: Hugging Face's DecodeStream).
