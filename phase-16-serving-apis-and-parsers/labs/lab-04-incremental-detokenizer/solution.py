@@ -70,11 +70,11 @@ class IncrementalDetokenizer:
     def push(self, token_id: int) -> str:
         ids = self.tokens[self._prefix :]
         ids.append(token_id)
-        text = self._decode(ids)  # a bad id raises here, before any state changes
+        text = self._decode_ids(ids, self.skip_special_tokens)  # a bad id raises here, before any state changes
         self.tokens.append(token_id)
-        end = len(self.tokens)
         if not text.endswith(REPLACEMENT_CHAR):
-            return self._show_through(end, text)
+            return self._show_through(len(self.tokens), text)
+        end = len(self.tokens)
         self._texts[end] = text
         # A character still arriving spans at most the last three tokens: wait for it. Text
         # before them is final once a boundary there is proven, so release it (bounded work).
