@@ -45,7 +45,6 @@ class IncrementalDetokenizer:
                  skip_special_tokens: bool = False) -> None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be an int >= 1, got {window!r}")
-        self.tokenizer = tokenizer
         self.skip_special_tokens = skip_special_tokens
         self._decode_ids = tokenizer.decode  # (bound once: push calls it on every token)
         self.tokens = list(prompt_ids)
@@ -78,11 +77,8 @@ class IncrementalDetokenizer:
         self._texts[end] = text
         # A character still arriving spans at most the last three tokens: wait for it. Text
         # before them is final once a boundary there is proven, so release it (bounded work).
-        first = max(self._read, self._prompt_len) + 1
-        if end - _UNFINISHED_TOKENS < first:
-            return ""
         rights: dict[int, str] = {}  # position -> decode(tokens[position:end]), shared by the proofs
-        for position in range(end - _UNFINISHED_TOKENS, first - 1, -1):
+        for position in range(end - _UNFINISHED_TOKENS, max(self._read, self._prompt_len), -1):
             if self._is_boundary(position, end, text, rights):
                 return self._show_through(position, self._text_to(position))
         return ""
@@ -90,8 +86,6 @@ class IncrementalDetokenizer:
     def flush(self) -> str:
         # End of stream: whatever is pending is final now, U+FFFD and all.
         end = len(self.tokens)
-        if end <= max(self._read, self._prompt_len):
-            return ""
         text = self._text_to(end)
         if not text.startswith(self._context_text):
             # A byte-fallback decoder turns a whole byte run into U+FFFDs when its end is cut

@@ -310,6 +310,19 @@ def test_bad_id_raises_and_loses_nothing(bad_id: object) -> None:
 
 
 @pytest.mark.task(1)
+def test_defaults_are_window_4_and_special_tokens_shown() -> None:
+    """IncrementalDetokenizer(tokenizer) is window=4, skip_special_tokens=False: the same text and the same work."""
+    output = BPE.encode("<|im_start|>Hi 你好 🫨 there, and on")
+    default, explicit = CountingTokenizer(BPE), CountingTokenizer(BPE)
+    by_default = pushes(default, [], output)
+    assert by_default == pushes(explicit, [], output, window=4, skip_special_tokens=False), (
+        "the defaults are window=4 and skip_special_tokens=False: the pushes must be the same as with them given")
+    assert default.ids_decoded == explicit.ids_decoded, (
+        f"the defaults are window=4 and skip_special_tokens=False: {default.ids_decoded} ids decoded by default, "
+        f"{explicit.ids_decoded} with them given")
+
+
+@pytest.mark.task(1)
 @pytest.mark.parametrize("window", [0, -1, 1.5, "4"], ids=repr)
 def test_window_must_be_a_positive_int(window: object) -> None:
     with pytest.raises(ValueError, match="window"):
@@ -391,6 +404,15 @@ def test_each_character_shown_with_the_token_that_completes_it(family: str, text
     check_stream(tokenizer, [], tokenizer.encode(text), skip=True, window=window, spaces_on_spm_are_task_1=True)
 
 
+@pytest.mark.task(2)
+@pytest.mark.parametrize("window", [1, WINDOW])
+def test_skipped_special_tokens_inside_a_character(window: int) -> None:
+    """Skipped special tokens between the bytes of 🫨 are no text: what follows them is not a boundary."""
+    half, rest = BPE.encode(SHAKING)[:1], BPE.encode(SHAKING)[1:]
+    ids = [*BPE.encode("ok "), *half, *[BPE.eos_token_id] * 4, *rest, *BPE.encode(" done")]
+    check_stream(BPE, [], ids, skip=True, window=window)
+
+
 @pytest.mark.task(2, points=3)
 @given(data=st.data())
 def test_any_ids(data: st.DataObject) -> None:
@@ -470,6 +492,9 @@ def cost_streams() -> dict[str, tuple[Tokenizer, list[int]]]:
         ("spm-ascii", "spm", "The quick brown fox jumps over the lazy dog. "),
         ("spm-thai", "spm", "สวัสดีครับวันนี้อากาศดีมาก"))}
     streams["one-token-fffd"] = (ONE_TOKEN_FFFD, [0])
+    # " " + half an emoji, then one more byte of it: the space breaks it each time. The text always ends
+    # in U+FFFD, and only the first proof (the text after a seam starts with a character) finds a seam.
+    streams["bpe-broken-emoji"] = (BPE, [*BPE.encode(" " + SHAKING)[:1], *BPE.encode(SHAKING)[1:2]])
     return streams
 
 
