@@ -512,13 +512,13 @@ def cost_stream(kind: str, length: int) -> tuple[Tokenizer, list[int]]:
     return tokenizer, ids[: ends[0]]
 
 
-def ids_per_token(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int]) -> float:
+def ids_per_token(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], window: int = WINDOW) -> float:
     """Token ids handed to decode per pushed token (what __init__ decodes is not counted).
 
     A run far over the budget stops early: a quadratic version would take minutes to finish.
     """
     counting = CountingTokenizer(tokenizer)
-    detok = lab.IncrementalDetokenizer(counting, prompt, window=WINDOW)
+    detok = lab.IncrementalDetokenizer(counting, prompt, window=window)
     counting.ids_decoded = pushed = 0
     for token_id in output:
         detok.push(token_id)
@@ -546,6 +546,14 @@ def test_cost_per_token_is_bounded(kind: str) -> None:
     costs = {length: ids_per_token(*cost_stream(kind, length)[:1], [], cost_stream(kind, length)[1])
              for length in (SHORT, LONG)}
     check_cost(kind, costs, "no prompt")
+
+
+@pytest.mark.task(2)
+@pytest.mark.parametrize("kind", ["bpe-cjk", "spm-ascii", "one-token-fffd"])
+def test_cost_per_token_is_bounded_with_a_one_token_window(kind: str) -> None:
+    """window=1 still keeps one token of context, and the context still moves on: flat work."""
+    costs = {length: ids_per_token(*cost_stream(kind, length), window=1) for length in (SHORT, LONG)}
+    check_cost(kind, costs, "window=1")
 
 
 # ---------------------------------------------------- task 3: flush, and a prompt that is never shown
