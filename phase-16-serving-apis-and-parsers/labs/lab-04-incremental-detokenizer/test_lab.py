@@ -543,8 +543,10 @@ def check_cost(kind: str, costs: dict[int, float], setting: str) -> None:
 @pytest.mark.parametrize("kind", COST_STREAMS)
 def test_cost_per_token_is_bounded(kind: str) -> None:
     """Count the token ids handed to decode: a small constant per token, not growing with the stream."""
-    costs = {length: ids_per_token(*cost_stream(kind, length)[:1], [], cost_stream(kind, length)[1])
-             for length in (SHORT, LONG)}
+    costs = {}
+    for length in (SHORT, LONG):
+        tokenizer, ids = cost_stream(kind, length)
+        costs[length] = ids_per_token(tokenizer, [], ids)
     check_cost(kind, costs, "no prompt")
 
 
@@ -552,7 +554,10 @@ def test_cost_per_token_is_bounded(kind: str) -> None:
 @pytest.mark.parametrize("kind", ["bpe-cjk", "spm-ascii", "one-token-fffd"])
 def test_cost_per_token_is_bounded_with_a_one_token_window(kind: str) -> None:
     """window=1 still keeps one token of context, and the context still moves on: flat work."""
-    costs = {length: ids_per_token(*cost_stream(kind, length), window=1) for length in (SHORT, LONG)}
+    costs = {}
+    for length in (SHORT, LONG):
+        tokenizer, ids = cost_stream(kind, length)
+        costs[length] = ids_per_token(tokenizer, [], ids, window=1)
     check_cost(kind, costs, "window=1")
 
 
