@@ -721,6 +721,10 @@ def test_prompt_boundary_four_tokens_back(window: int) -> None:
     ids = bpe_ids("78", "e4", "b8", "8df09f", "ab", "a8", "41")
     assert oracle(BPE, ids[:5], ids[5:]).text == SHAKING + "A", "test bug: the oracle disagrees with this case"
     check_prompt_end(BPE, ids, 5, 1, window=window)
+    # Without e4 b8 before it, 8d is a broken byte: its U+FFFD is the prompt's, 🫨 still the output's.
+    ids = bpe_ids("78", "8df09f", "ab", "a8", "41")
+    assert oracle(BPE, ids[:3], ids[3:]).text == SHAKING + "A", "test bug: the oracle disagrees with this case"
+    check_prompt_end(BPE, ids, 3, 1, window=window)
 
 
 @pytest.mark.task(4)
