@@ -127,4 +127,4 @@ def _log(steps: list[Step], rule: str, columns: tuple[str, str]) -> None:
         record = {"rule": rule, "columns": list(columns), "emitted": [s.emitted for s in steps],
                   "expected": [s.expected for s in steps]}
         with open(path, "a", encoding="utf-8") as log:
-            log.write(json.dumps(record, ensure_ascii=False) + "\n")
+            log.write(json.dumps(record) + "\n")  # ASCII: a NEL or U+2028 in a stream must not split the line

@@ -6,43 +6,30 @@ Two offsets into the token list do the bookkeeping (vLLM calls them prefix and r
                                        ^prefix   ^read
 
 - everything before ``read`` has been shown (or is the prompt's);
-- ``prefix .. read`` is a little context, decoded again with every step, so the new text
-  is read off against real neighbours: a SentencePiece tokenizer drops the first space of
-  a decoded string, so ``▁This`` alone decodes to ``This`` but after a context to `` This``;
+- ``prefix .. read`` is a little context, decoded again with every step, so the new text is
+  read off against real neighbours (a SentencePiece decoder drops the first space of the
+  string it decodes: ``▁This`` alone decodes to ``This``, after a context to `` This``);
 - ``read ..`` is pending: tokens whose text is not certain yet.
 
-Both offsets always sit *between characters* (on a "boundary"). A context that began in
-the middle of a character would decode to U+FFFD at its start, and on a byte-fallback
-tokenizer that U+FFFD spreads over the whole run of byte tokens, valid characters included.
-
-Each push decodes ``context + pending``. If that does not end in U+FFFD, everything is
-settled: show what goes past the context's text. If it does, a character may still be
-arriving; only its last few tokens can be unfinished, so look for a boundary among them
-and release what lies before it. A token position is a proven boundary when
-
-1. the text after it, decoded alone, does not start with U+FFFD (a cut character would
-   leave continuation bytes there, which always decode to U+FFFD), or
-2. the two sides decoded apart add up to the whole, and the right side has fewer
-   characters than tokens. Adding up alone is not enough: a bad run of byte-fallback
-   tokens gives one U+FFFD per byte however it is cut. Fewer characters than tokens proves
-   the right side holds a whole multi-token character (a model's own U+FFFD, say), or
-3. (inside the prompt) the text before it does not end in U+FFFD: its last character is complete.
-
-A prompt may end inside a character. Then ``read`` starts at the last boundary before
-that character, and the prompt's own characters past it are counted (``_hidden``) once
-the first output text settles, so they are skipped, while the character the output
-completes is shown.
+Both offsets sit between characters. Each push decodes ``context + pending`` and, when that
+does not end in U+FFFD, shows what goes past the context's text: that is the whole lesson.
+When it does end in U+FFFD, a character may still be arriving, so wait; but a model can
+also write U+FFFD itself, so once more than three tokens wait, release what lies before a
+proven boundary (:meth:`IncrementalDetokenizer._is_boundary`) and the work stays bounded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Sequence
 
 from mini_vllm.tokenizer_base import REPLACEMENT_CHAR, Tokenizer
 
-# An unfinished character is at most 3 bytes, so it spans at most the last 3 tokens.
-_MAX_UNFINISHED_TOKENS = 3
+# An unfinished character is at most 3 bytes, and every token holds at least one byte, so it
+# lies within the last 3 tokens. Pending text longer than that holds something final.
+_UNFINISHED_TOKENS = 3
+# How far back __init__ looks for the prompt's last boundary. Usually one to three tokens; a
+# token that ends one character and starts the next (b"\x8d\xf0\x9f") can push it further.
+_PROMPT_LOOKBACK = 8
 
 
 class IncrementalDetokenizer:
@@ -50,37 +37,67 @@ class IncrementalDetokenizer:
 
     The concatenation of every ``push`` and the final ``flush`` is the output's text:
     ``decode(prompt + output)[len(decode(prompt)):]`` whenever the prompt ends between
-    characters. The prompt's complete characters are never shown; a character the prompt
-    leaves unfinished belongs to the output, shown with the token that completes it.
+    characters. A character the prompt leaves unfinished belongs to the output, shown with
+    the token that completes it (or, if the output breaks it, as the output's U+FFFD).
     """
 
     def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int] = (), window: int = 4,
                  skip_special_tokens: bool = False) -> None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be an int >= 1, got {window!r}")
-        self.tokenizer = tokenizer
-        self.window = window
         self.skip_special_tokens = skip_special_tokens
+        self._decode_ids = tokenizer.decode  # (bound once: push calls it on every token)
         self.tokens = list(prompt_ids)
-        prompt_text = self._decode(self.tokens)  # once, to reject a bad prompt id here rather than mid-stream
         self._prompt_len = len(self.tokens)
-        self._skipped = set(tokenizer.all_special_ids) if skip_special_tokens else set()
-        self._boundaries = [0]  # known boundaries, oldest first (the prefix is chosen among them)
-        self._prefix = self._read = 0
-        self._context_text = ""
-        self._texts: dict[int, str] = {}  # end -> decode(tokens[prefix:end]), for the current prefix
-        # Prompt characters past `read` that must not be shown; None until the prompt's end is resolved.
-        self._hidden: int | None = 0
-        start = self._last_prompt_boundary(prompt_text)
-        self._boundaries += self._boundaries_before(start)
-        if start < self._prompt_len:
-            self._hidden = None
-        self._move_to(start)
+        self._context_tokens = max(1, window - 1)
+        self._longest_context = 3 * self._context_tokens  # then the prefix moves up (see _move_prefix)
+        self._prefix, self._texts = 0, {}  # end -> decode(tokens[prefix:end]) for the current prefix
+        prompt_text = self._text_to(self._prompt_len)  # a bad prompt id raises here, not mid-stream
+        # Set while `read` sits before a character the prompt leaves unfinished, until the output's
+        # first text settles which characters past `read` are the prompt's own.
+        self._prompt_unfinished = prompt_text.endswith(REPLACEMENT_CHAR)
+        read = self._last_prompt_boundary(prompt_text) if self._prompt_unfinished else self._prompt_len
+        self._prefix = self._read = self._start = read
+        self._texts, self._context_text = {}, ""
+        if read == self._prompt_len:
+            self._prefix = self._prompt_context_start()
+            self._context_text = self._text_to(read)
+        self._starts = [self._prefix]  # earlier read offsets: boundaries where the context may start
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ the lesson
+
+    def push(self, token_id: int) -> str:
+        ids = self.tokens[self._prefix :]
+        ids.append(token_id)
+        text = self._decode_ids(ids, self.skip_special_tokens)  # a bad id raises here, before any state changes
+        self.tokens.append(token_id)
+        if not text.endswith(REPLACEMENT_CHAR):
+            return self._show_through(len(self.tokens), text)
+        end = len(self.tokens)
+        self._texts[end] = text
+        # A character still arriving spans at most the last three tokens: wait for it. Text
+        # before them is final once a boundary there is proven, so release it (bounded work).
+        rights: dict[int, str] = {}  # position -> decode(tokens[position:end]), shared by the proofs
+        for position in range(end - _UNFINISHED_TOKENS, max(self._read, self._prompt_len), -1):
+            if self._is_boundary(position, end, text, rights):
+                return self._show_through(position, self._text_to(position))
+        return ""
+
+    def flush(self) -> str:
+        # End of stream: whatever is pending is final now, U+FFFD and all.
+        end = len(self.tokens)
+        text = self._text_to(end)
+        if not text.startswith(self._context_text):
+            # A byte-fallback decoder turns a whole byte run into U+FFFDs when its end is cut
+            # off, the context's part too: decode the pending tokens on their own instead.
+            self._prefix, self._context_text, self._texts = self._read, "", {}
+            text = self._text_to(end)
+        return self._show_through(end, text)
+
+    # ------------------------------------------------------------------ bookkeeping
 
     def _decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens)
+        return self._decode_ids(ids, self.skip_special_tokens)
 
     def _text_to(self, end: int) -> str:
         """``decode(tokens[prefix:end])``, remembered until the prefix moves."""
@@ -88,134 +105,117 @@ class IncrementalDetokenizer:
             self._texts[end] = self._decode(self.tokens[self._prefix : end])
         return self._texts[end]
 
-    def _proven_boundary(self, position: int, whole: str, left: Callable[[], str], left_may_be_clean: bool) -> bool:
-        """Whether no character straddles ``position``; ``left()`` and ``whole`` decode from the same start.
+    def _show_through(self, read: int, text: str) -> str:
+        """``read`` is a boundary and ``text`` decodes ``tokens[prefix:read]``: show what is new."""
+        new_text = text[len(self._context_text) :]
+        if self._prompt_unfinished:
+            new_text = new_text[self._prompt_chars(new_text, read) :]
+            self._prompt_unfinished = False
+        self._read, self._context_text = read, text
+        self._starts.append(read)
+        if read - self._prefix >= self._longest_context:
+            self._move_prefix()
+        return new_text
 
-        The right side is tried first: it is at most a few tokens. The left side's last character
-        is only worth a look at a position no earlier push ended on (a prompt position): wherever
-        a push ended with the text not ending in U+FFFD, ``read`` moved there already.
+    def _move_prefix(self) -> None:
+        """Move the prefix up to the latest boundary that leaves ``window - 1`` tokens of context.
+
+        Moving it costs a decode of the new context, so it moves in jumps (once the context has
+        grown to three times that), not with every token. The new context must decode to some
+        text: a context of skipped special tokens alone would let a SentencePiece decoder strip
+        the first space of the *new* text.
         """
-        right = self._decode(self.tokens[position:])
-        if right and not right.startswith(REPLACEMENT_CHAR):
-            return True
-        visible = sum(1 for token_id in self.tokens[position:] if token_id not in self._skipped)
-        if right and len(right) < visible and left() + right == whole:
-            return True
-        if not left_may_be_clean:
+        # (_starts holds the prefix itself, which is far enough back: there always is one)
+        start = next(s for s in reversed(self._starts) if self._read - s >= self._context_tokens)
+        context_text = self._decode(self.tokens[start : self._read])
+        if context_text:
+            self._prefix, self._context_text, self._texts = start, context_text, {}
+            self._starts = [s for s in self._starts if s >= start]
+
+    # ------------------------------------------------------------------ proofs, with decode alone
+
+    def _is_boundary(self, position: int, end: int, text: str, rights: dict[int, str]) -> bool:
+        """Whether no character straddles ``position``, a token position before ``end``.
+
+        ``text`` decodes ``tokens[prefix:end]``; ``rights`` remembers ``decode(tokens[p:end])``.
+        Proven with decode alone, in one of three ways:
+
+        1. the text after it, decoded alone, starts with a character, not U+FFFD (a cut
+           character leaves continuation bytes there, and those decode to U+FFFD);
+        2. the two sides decoded apart add up to the whole, and the right side has fewer
+           characters than tokens (so it holds a whole multi-token character, such as a
+           model's own U+FFFD). Adding up alone proves nothing on a byte-fallback tokenizer,
+           which turns each byte of a broken run into its own U+FFFD however it is cut;
+        3. it is at least three tokens back (before any unfinished character) and every seam
+           from it to the end adds up. On a byte-fallback tokenizer a whole character before an
+           unfinished one breaks that at its own end. This releases a run of single-token U+FFFD,
+           which proof 2 cannot see.
+        """
+        right = self._right(position, end, rights)
+        if not right:
             return False
-        before = left()
-        return bool(before) and not before.endswith(REPLACEMENT_CHAR)
+        if not right.startswith(REPLACEMENT_CHAR):
+            return True
+        if self._text_to(position) + right != text:
+            return False
+        return len(right) < end - position or (end - position >= _UNFINISHED_TOKENS and all(
+            self._text_to(seam) + self._right(seam, end, rights) == text for seam in range(end - 1, position, -1)))
+
+    def _right(self, position: int, end: int, rights: dict[int, str]) -> str:
+        if position not in rights:
+            rights[position] = self._decode(self.tokens[position:end])
+        return rights[position]
+
+    # ------------------------------------------------------------------ a prompt that ends inside a character
 
     def _last_prompt_boundary(self, prompt_text: str) -> int:
-        """The last boundary at or before the prompt's end (one pass over the prompt, done once)."""
-        end = len(self.tokens)
-        if not prompt_text.endswith(REPLACEMENT_CHAR):
-            return end
-        for position in range(end - 1, max(0, end - 1 - _MAX_UNFINISHED_TOKENS), -1):
-            left = partial(self._decode, self.tokens[:position])
-            if self._proven_boundary(position, prompt_text, left, left_may_be_clean=True):
+        """The latest position before the prompt's end that no character straddles (0 if none is found near it).
+
+        Called once, with the prefix at 0. Besides the three proofs, a position inside the prompt
+        is a boundary when the text before it does not end in U+FFFD: its last character is whole.
+        (After a push this never helps: had the text there been clean, ``read`` would be there.)
+        """
+        last, rights = self._prompt_len, {}
+        for position in range(last - 1, max(0, last - _PROMPT_LOOKBACK), -1):
+            before = self._text_to(position)
+            if (before and not before.endswith(REPLACEMENT_CHAR)) or self._is_boundary(position, last, prompt_text,
+                                                                                       rights):
                 return position
         return 0
 
-    def _boundaries_before(self, position: int) -> list[int]:
-        """A few proven boundaries just before ``position``, so the context can start near it."""
-        found = []
-        target = position - max(1, self.window - 1)
-        for candidate in range(target, max(0, target - 2 * _MAX_UNFINISHED_TOKENS), -1):
-            right = self._decode(self.tokens[candidate:position])
-            if right and not right.startswith(REPLACEMENT_CHAR):
-                found.append(candidate)
-                break
-        return [*found, position] if position else []
-
-    def _move_to(self, read: int) -> None:
-        """Everything before ``read`` is shown; keep a context of at least ``window - 1`` tokens (and one)."""
-        self._read = read
-        if read != self._boundaries[-1]:
-            self._boundaries.append(read)
-        # At least one token it will show (not a skipped special): a SentencePiece decoder strips
-        # the first space of the decoded string, and that must be the context's, never the new text's.
-        keep = max(1, self.window - 1)
-        prefix = self._boundaries[0]
-        for boundary in reversed(self._boundaries):
-            if sum(1 for t in self.tokens[boundary:read] if t not in self._skipped) >= keep:
-                prefix = boundary
-                break
-        self._boundaries = [b for b in self._boundaries if b >= prefix]
-        if prefix != self._prefix:
-            self._prefix, self._texts = prefix, {}
-        self._context_text = self._text_to(read)
-
-    def _resolve_hidden(self, text: str, end: int) -> int:
-        """How many characters of ``text`` (the decode up to ``end``) past the context are the prompt's."""
+    def _prompt_context_start(self) -> int:
+        """A boundary at least ``window - 1`` tokens before the prompt's (clean) end, found near it."""
         last = self._prompt_len
-        for cut in range(last, max(self._read, last - _MAX_UNFINISHED_TOKENS) - 1, -1):
-            head, tail = self._text_to(cut), self._decode(self.tokens[cut:end])
-            if text in (head + tail, head + " " + tail):  # (alone, a SentencePiece tail loses its first space)
-                break
-        else:
-            cut, head = self._read, self._context_text
-        return len(head) - len(self._context_text) + self._prompt_units_after(cut, head, text)
+        for start in range(last - self._context_tokens, max(0, last - self._context_tokens - _PROMPT_LOOKBACK), -1):
+            text = self._decode(self.tokens[start:last])
+            if text and not text.startswith(REPLACEMENT_CHAR):
+                return start
+        return 0
 
-    def _prompt_units_after(self, cut: int, head: str, text: str) -> int:
-        """Whole prompt characters between the boundary ``cut`` and the prompt's end.
+    def _prompt_chars(self, new_text: str, read: int) -> int:
+        """How many characters at the start of ``new_text`` (``tokens[start:read]`` decoded) are the prompt's.
 
-        Only a byte-level token can hold some (e.g. ``b" \\xf0\\x9f"``: a space, then half an
-        emoji). The prompt's own decode past ``cut`` is then those characters plus one U+FFFD for
-        the unfinished one. On a byte-fallback tokenizer there are none: its byte tokens hold
-        one byte each, and their U+FFFDs (one per byte) must not be mistaken for characters.
+        First find the latest seam inside the prompt's tail where the output's first text adds
+        up (a seam of a settled text that adds up is a boundary): everything before it is the
+        prompt's. If that is the prompt's end, the prompt ended between characters after all
+        (say, in a real U+FFFD). Past the seam, the tail is the prompt's complete characters (a
+        token such as ``b" \\xf0\\x9f"`` holds a whole space) and then U+FFFD for the unfinished
+        one, or one U+FFFD per byte token on a byte-fallback tokenizer, with nothing whole.
         """
         last = self._prompt_len
-        prompt_text = self._text_to(last)
-        if cut == last or not prompt_text.startswith(head):
-            return 0
-        own = prompt_text[len(head) :]
-        visible = sum(1 for token_id in self.tokens[cut:last] if token_id not in self._skipped)
-        if own == REPLACEMENT_CHAR * visible or not text[len(head) :].startswith(own[:-1]):
-            return 0
-        return len(own) - 1
+        seam = next(q for q in range(last, self._start - 1, -1) if self._adds_up_to(new_text, q, read))
+        head, tail = self._decode(self.tokens[self._start : seam]), self._decode(self.tokens[seam:last])
+        if all(self._decode([t]) == REPLACEMENT_CHAR for t in self.tokens[seam:last]) and (
+                tail == REPLACEMENT_CHAR * (last - seam)):
+            return len(head)  # byte tokens of the unfinished character: nothing whole
+        return len(head) + max(0, min(_shared_length(tail, new_text[len(head) :]), len(tail) - 1))
 
-    def _show_through(self, read: int, text: str) -> str:
-        """``text`` decodes ``tokens[prefix:read]`` and ``read`` is a boundary: show what is new."""
-        if read <= self._prompt_len:
-            new_text = ""  # still inside the prompt
-        else:
-            if self._hidden is None:
-                self._hidden = self._resolve_hidden(text, read)
-            new_text = text[len(self._context_text) + self._hidden :]
-            self._hidden = 0
-        self._move_to(read)
-        return new_text
+    def _adds_up_to(self, text: str, seam: int, read: int) -> bool:
+        """Whether ``tokens[start:seam]`` and ``tokens[seam:read]`` decoded apart give ``text`` (always at ``start``)."""
+        head, rest = self._decode(self.tokens[self._start : seam]), self._decode(self.tokens[seam:read])
+        return text in (head + rest, head + " " + rest)  # (alone, a SentencePiece output loses its first space)
 
-    # ------------------------------------------------------------------ the lesson
 
-    def push(self, token_id: int) -> str:
-        text = self._decode([*self.tokens[self._prefix :], token_id])  # a bad id raises here, state intact
-        self.tokens.append(token_id)
-        end = len(self.tokens)
-        self._texts[end] = text
-        if not text.endswith(REPLACEMENT_CHAR):
-            return self._show_through(end, text)
-        # A character still arriving, or a real/broken one. Only the last few tokens can belong to
-        # an unfinished character: release what comes before the latest proven boundary.
-        for position in range(end - 1, max(self._read, end - 1 - _MAX_UNFINISHED_TOKENS), -1):
-            left = partial(self._text_to, position)
-            if self._proven_boundary(position, text, left, left_may_be_clean=position <= self._prompt_len):
-                return self._show_through(position, left())
-        return ""
-
-    def flush(self) -> str:
-        # End of stream: whatever is pending is final now, U+FFFD and all.
-        end = len(self.tokens)
-        if end <= max(self._read, self._prompt_len):
-            return ""
-        text = self._text_to(end)
-        if text.startswith(self._context_text):
-            return self._show_through(end, text)
-        # On a byte-fallback tokenizer an unfinished tail spoils its whole byte run, the context's
-        # part included: decode the pending tokens on their own (they start on a boundary).
-        pending = self._decode(self.tokens[self._read :])
-        hidden = self._hidden or 0
-        self._hidden = 0
-        self._move_to(end)
-        return pending[hidden:]
+def _shared_length(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` share at their start."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))

@@ -21,13 +21,15 @@ class IncrementalDetokenizer:
     The concatenation of every ``push`` and the final ``flush`` must be the output's text:
     ``decode(prompt + output)[len(decode(prompt)):]`` whenever the prompt ends between
     characters. The prompt's complete characters are never shown; a character the prompt
-    leaves unfinished belongs to the output, shown with the token that completes it. It
-    must hold on every tokenizer family (byte, byte-level BPE, SentencePiece) and window >= 1.
+    leaves unfinished belongs to the output, shown with the token that completes it (or, if
+    the output breaks it, as the output's U+FFFD). It must hold on every tokenizer family
+    (``mini_vllm.TOKENIZER_FAMILIES``) and every window >= 1.
     """
 
     def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int] = (), window: int = 4,
                  skip_special_tokens: bool = False) -> None:
-        """Remember the prompt as already shown, and set up what ``push`` needs.
+        """Remember the prompt as already shown (task 3; a prompt that ends inside a character: task 4),
+        and set up what ``push`` needs.
 
         Reject a ``window`` that is not an int >= 1, and a bad prompt id, with ValueError.
         """

@@ -4,7 +4,10 @@ It is the reference with one change: the context never moves forward. It starts 
 and stays there, so each push decodes everything from the first prompt token on.
 """
 
+from collections.abc import Sequence
+
 from mini_vllm.labs import load_lab
+from mini_vllm.tokenizer_base import Tokenizer
 
 _solution = load_lab("lab-04", "solution")
 
@@ -13,9 +16,12 @@ MAY_COST = [2]
 
 
 class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
-    def _move_to(self, read: int) -> None:
-        # The mistake: the context is the whole history (prefix pinned at 0, always a boundary).
-        self._read = read
-        self._prefix = 0
-        self._context_text = self._decode(self.tokens[:read])
-        self._texts = {read: self._context_text}
+    def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int] = (), window: int = 4,
+                 skip_special_tokens: bool = False) -> None:
+        super().__init__(tokenizer, prompt_ids, window, skip_special_tokens)
+        # The mistake: the context is the whole history (token 0 is always a boundary).
+        self._prefix, self._texts = 0, {}
+        self._context_text = self._text_to(self._read)
+
+    def _move_prefix(self) -> None:
+        pass  # ... and it never moves

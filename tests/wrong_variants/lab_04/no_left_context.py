@@ -1,7 +1,7 @@
 """Wrong on purpose: decodes the pending tokens with no context before them.
 
-Byte-level tokenizers do not notice: their ``decode`` is a join of bytes. On the
-SentencePiece family it loses spaces: ``decode([▁This])`` is ``"This"``, because the
+Byte-level tokenizers do not notice: their ``decode`` is a join of bytes. On a
+SentencePiece-style family it loses spaces: ``decode([▁This])`` is ``"This"``, because the
 decoder strips the first space of whatever string it decodes, so "This This" streams as
 "ThisThis".
 """
@@ -15,10 +15,8 @@ MAY_COST = [1]
 
 
 class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
-    def _move_to(self, read: int) -> None:
+    def _show_through(self, read: int, text: str) -> str:
+        new_text = super()._show_through(read, text)
         # The mistake: the context always starts where the pending tokens start.
-        self._read = read
-        self._boundaries = [read]
-        if read != self._prefix:
-            self._prefix, self._texts = read, {}
-        self._context_text = ""
+        self._prefix, self._context_text, self._texts = self._read, "", {}
+        return new_text

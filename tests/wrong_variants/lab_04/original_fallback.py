@@ -16,8 +16,9 @@ MAY_COST = [2]
 
 class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
     def push(self, token_id: int) -> str:
-        if self._decode([*self.tokens[self._prefix :], token_id]).endswith(REPLACEMENT_CHAR):
+        if not self._prompt_unfinished and self._decode([*self.tokens[self._prefix :], token_id]).endswith(
+                REPLACEMENT_CHAR):
             # The mistake: fall back on the whole history (token 0 is always a boundary).
-            self._prefix, self._texts = 0, {}
+            self._prefix, self._texts, self._starts = 0, {}, [0, *self._starts]
             self._context_text = self._text_to(self._read)
         return super().push(token_id)

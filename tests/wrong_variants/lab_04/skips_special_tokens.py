@@ -3,6 +3,7 @@
 from collections.abc import Sequence
 
 from mini_vllm.labs import load_lab
+from mini_vllm.tokenizer_base import Tokenizer
 
 _solution = load_lab("lab-04", "solution")
 
@@ -11,5 +12,6 @@ MAY_COST = [1]
 
 
 class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
-    def _decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+    def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int] = (), window: int = 4,
+                 skip_special_tokens: bool = False) -> None:
+        super().__init__(tokenizer, prompt_ids, window, skip_special_tokens=True)  # the mistake: asked or not
