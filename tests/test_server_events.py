@@ -37,6 +37,9 @@ from mini_vllm.testing.replies import reply_run
 from mini_vllm.toy_model import TOOL_RESULT_REPLY, WEATHER_CALL
 
 SERVERS = [("byte", 1), ("bpe", 3)]
+# One server per real model's vocabulary (mistral-common's files), for the test of their own below:
+# Tekken at two ids per step (its tokens straddle characters), Mistral's SentencePiece at one.
+REAL_SERVERS = [("tekken", 2), ("mistral", 1)]
 TOOLS = [{"type": "function", "name": "get_weather", "description": "the weather in a city",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
 ANTHROPIC_TOOLS = [{"name": "get_weather", "input_schema": {"type": "object", "properties": {}}}]
@@ -45,7 +48,8 @@ ANTHROPIC_TOOLS = [{"name": "get_weather", "input_schema": {"type": "object", "p
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict[tuple[str, int], BackgroundServer]]:
     started = {key: BackgroundServer(build_engine(key[0], tokens_per_step=key[1]),
-                                     pipeline=load_lab("lab-02", "solution")).__enter__() for key in SERVERS}
+                                     pipeline=load_lab("lab-02", "solution")).__enter__()
+               for key in SERVERS + REAL_SERVERS}
     started[("slow", 1)] = BackgroundServer(build_engine("byte", token_delay_s=0.005)).__enter__()
     for key, running in started.items():
         running.course_key = key  # type: ignore[attr-defined]
@@ -332,3 +336,29 @@ def test_one_call_only_when_parallel_calls_are_off(server: BackgroundServer) -> 
         model=MODEL_NAME, max_tokens=1024, tools=ANTHROPIC_TOOLS, messages=[{"role": "user", "content": "two tools"}],
         tool_choice={"type": "auto", "disable_parallel_tool_use": True})
     assert [block.type for block in message.content].count("tool_use") == 1, message.content
+
+
+@pytest.mark.parametrize("key", REAL_SERVERS, ids=[f"{name}-k{k}" for name, k in REAL_SERVERS])
+@pytest.mark.parametrize("message", ["think then call", "japanese", "emoji"])
+def test_real_vocabularies_speak_both_event_protocols(servers: dict[tuple[str, int], BackgroundServer],
+                                                      key: tuple[str, int], message: str) -> None:
+    """`serve --tokenizer mistral|tekken`: both event streams keep the grammar and say what lab-02 says."""
+    server = servers[key]
+    events = dumped(list(openai_client(server).responses.create(model=MODEL_NAME, input=message, tools=TOOLS,
+                                                                stream=True)))
+    assert_grammar(check_responses(events), events, f"Responses: {message!r} on {key}")
+    run = reply_run(key[0], message, key[1])
+    said = responses_channels(events)
+    assert (said.reasoning, said.text, said.calls) == (run.reasoning, run.text,
+                                                       [(c.name, c.arguments) for c in run.calls]), (
+        f"Responses on {key}: the stream says exactly what lab-02's pipeline says for the same reply")
+    with anthropic_client(server).messages.create(model=MODEL_NAME, max_tokens=1024, stream=True,
+                                                  messages=[{"role": "user", "content": message}],
+                                                  tools=ANTHROPIC_TOOLS) as stream:
+        events = dumped(list(stream))
+    found = check_messages(events, stop=anthropic_stop_reason(run.finish_reason, run.stop_reason),
+                           output_tokens=run.output_tokens)
+    assert_grammar(found, events, f"Messages: {message!r} on {key}")
+    said = messages_channels(events)
+    assert (said.text, said.calls) == (run.text, [(c.name, c.arguments) for c in run.calls]), (
+        f"Messages on {key}: the stream says exactly what lab-02's pipeline says for the same reply")
