@@ -692,6 +692,28 @@ def test_whose_character_at_the_prompt_end(prompt: str, output: str, text: str) 
 
 
 @pytest.mark.task(4)
+@pytest.mark.parametrize("name", ["mistral", "tekken"])
+def test_whose_character_on_a_real_vocabulary(name: str) -> None:
+    """The same rule on real models' tokens: 🫨 is byte tokens on Mistral, and on Tekken a token that
+    also holds the character before it. Every cut inside it, with the output completing the emoji,
+    continuing it and then breaking it, or breaking it at once."""
+    tokenizer = TOKENIZERS[name]
+    ids, after = tokenizer.encode("x🫨"), tokenizer.encode("A")
+    cuts = [k for k in range(1, len(ids)) if tokenizer.decode(ids[:k]).endswith("\ufffd")]
+    assert cuts, f"test bug: no token of 'x🫨' on {name} ends inside the emoji"
+    for k in cuts:
+        for output in (ids[k:] + after, ids[k : k + 1] + after, after):
+            prompt, expected = ids[:k], oracle(tokenizer, ids[:k], output).text
+            for window in (1, WINDOW):
+                if not control_run_keeps_the_rules(tokenizer, prompt + output, 0, window=window):
+                    continue  # your push or flush breaks on these tokens with no prompt at all: tasks 1 to 3 show it
+                detok = lab.IncrementalDetokenizer(tokenizer, prompt, window=window)
+                pieces = [detok.push(i) for i in output] + [detok.flush()]
+                assert "".join(pieces) == expected, (
+                    f"{PROMPT_RULE}.\nOn {name}, prompt {prompt}, output {output}: all pushes and flush must give "
+                    f"{quote(expected)}, but gave {quote(''.join(pieces))} ({pieces}, window={window})")
+
+@pytest.mark.task(4)
 @given(data=st.binary(max_size=12), split=st.integers(0, 12), window=st.integers(1, 8))
 @example(data=bytes.fromhex("f0 9f ab a8 41"), split=3, window=2)  # no offset may cut 🫨 (a context of 9f ab)
 @example(data=bytes.fromhex("e0 b8 ad e0 b8 b1"), split=2, window=1)  # Hugging Face's Thai case, 'อ' then 'ั'
