@@ -211,7 +211,7 @@ class IncrementalDetokenizer:
         return len(head) + max(0, min(_shared_length(tail, new_text[len(head) :]), len(tail) - 1))
 
     def _adds_up_to(self, text: str, seam: int, read: int) -> bool:
-        """Whether ``tokens[start:seam]`` and ``tokens[seam:read]`` decoded apart give ``text`` (always at ``start``)."""
+        """Whether ``tokens[start:seam]`` and ``tokens[seam:read]`` decoded apart give ``text`` (from ``start``)."""
         head, rest = self._decode(self.tokens[self._start : seam]), self._decode(self.tokens[seam:read])
         return text in (head + rest, head + " " + rest)  # (alone, a SentencePiece output loses its first space)
 
