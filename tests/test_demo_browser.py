@@ -246,6 +246,31 @@ def test_think_stop_sends_its_stop_string(browser: Any, server: BackgroundServer
         f"the thought whole (STOP in it does not count), the answer cut before STOP: {page['course']}")
 
 
+@pytest.mark.parametrize(("api", "first", "inner", "last"), [
+    ("chat", "data: {", '"tool_calls"', "data: [DONE]"),
+    ("responses", "event: response.created", "event: response.function_call_arguments.delta",
+     "event: response.completed"),
+    ("messages", "event: message_start", "input_json_delta", "event: message_stop"),
+])
+def test_the_wire_pane_shows_the_chosen_apis_own_stream(browser: Any, server: BackgroundServer, api: str,
+                                                         first: str, inner: str, last: str) -> None:
+    """Under both panes, the raw stream of the API picked: OpenAI chunks, or a typed event stream (lab-07)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(server.base_url.removesuffix("/v1") + f"/demo?script=weather&tokenizer=bpe&delay=0&api={api}&run=1")
+    WebDriverWait(browser, 60, poll_frequency=0.05).until(
+        lambda d: d.execute_script("return document.body.dataset.run") == "done", f"the {api} stream never ended")
+    state, status, wire = browser.execute_script(
+        "const p = document.getElementById('events');"
+        "return [p.dataset.state, document.getElementById('events-status').textContent,"
+        " document.getElementById('raw-events').textContent];")
+    assert state == "done", f"the wire pane must finish its {api} stream: {status}"
+    blocks = [block for block in wire.split("\n\n") if block.strip()]
+    assert blocks and blocks[0].startswith(first) and blocks[-1].startswith(last) and inner in wire, (
+        f"{api}: the pane shows the stream as sent, from {first!r} to {last!r}, the call's arguments as "
+        f"{inner!r} on the way: {wire[:300]!r} ... {wire[-200:]!r}")
+
+
 def test_the_page_opens_on_the_japanese_reply(browser: Any, server: BackgroundServer) -> None:
     open_page(browser, server)
     assert browser.execute_script(READ_PAGE)["script"] == "japanese", "the README's first example is the default"

@@ -229,10 +229,67 @@ async function runCourse(params, signal) {
   setState("course", "done", `done: finish_reason=${finish}, ${chunks} chunks`);
 }
 
+// ---- under both panes: the raw event stream of the chosen API ---------------------------------
+
+const API_PATHS = { chat: "/v1/chat/completions", responses: "/v1/responses", messages: "/v1/messages" };
+
+// The same reply asked for in each API's own request shape; a script's tools and stop strings
+// are written the way that API spells them.
+function eventsRequest(api, params) {
+  const extra = params.request || {};
+  const tools = extra.tools || [];
+  if (api === "responses") {
+    return {
+      model: config.model, input: params.script, stream: true, max_output_tokens: MAX_TOKENS,
+      tools: tools.map((t) => ({ type: "function", name: t.function.name, parameters: t.function.parameters })),
+    };
+  }
+  if (api === "messages") {
+    return {
+      model: config.model, max_tokens: MAX_TOKENS, stream: true,
+      messages: [{ role: "user", content: params.script }],
+      tools: tools.map((t) => ({ name: t.function.name, input_schema: t.function.parameters })),
+      stop_sequences: extra.stop || [],
+    };
+  }
+  return {
+    model: config.model, messages: [{ role: "user", content: params.script }], stream: true,
+    max_tokens: MAX_TOKENS, ...extra,
+  };
+}
+
+async function runEvents(params, signal) {
+  const path = API_PATHS[params.api];
+  $("events-path").textContent = path;
+  setState("events", "streaming", "streaming…");
+  const url = `/demo/tokenizers/${encodeURIComponent(params.tokenizer)}${path}?delay_ms=${params.delay}`;
+  const response = await fetch(url, {
+    method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify(eventsRequest(params.api, params)), signal,
+  });
+  if (!response.ok) {
+    setState("events", "error", describeError(await errorMessage(response)));
+    return;
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder("utf-8");
+  let wire = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    const text = decoder.decode(value, { stream: true });
+    wire += text;
+    $("raw-events").append(text);
+    $("raw-events").scrollTop = $("raw-events").scrollHeight;
+  }
+  const events = wire.split("\n\n").filter((block) => block.trim()).length;
+  setState("events", "done", `done: ${events} events from ${path}`);
+}
+
 // ---- controls ---------------------------------------------------------------------------------
 
 function resetPanes() {
-  for (const id of ["naive-text", "naive-tokens", "course-reasoning", "course-text"]) {
+  for (const id of ["naive-text", "naive-tokens", "course-reasoning", "course-text", "raw-events"]) {
     $(id).replaceChildren();
   }
   $("course-reasoning").hidden = true;
@@ -259,6 +316,7 @@ async function start(event) {
   const script = config.scripts.find((s) => s.key === $("script").value);
   const params = {
     script: script.key, request: script.request, tokenizer: $("tokenizer").value, delay: $("delay").value,
+    api: $("api").value,
   };
   resetPanes();
   document.body.dataset.run = "streaming";
@@ -266,6 +324,7 @@ async function start(event) {
   await Promise.all([
     guarded("naive", () => runNaive(params, controller.signal)),
     guarded("course", () => runCourse(params, controller.signal)),
+    guarded("events", () => runEvents(params, controller.signal)),
   ]);
   if (running === controller) {
     running = null;
@@ -290,6 +349,7 @@ async function init() {
   if (wanted.has("script")) $("script").value = wanted.get("script");
   if (wanted.has("tokenizer")) $("tokenizer").value = wanted.get("tokenizer");
   if (wanted.has("delay")) $("delay").value = wanted.get("delay");
+  if (wanted.has("api")) $("api").value = wanted.get("api");
   showDelay();
   $("pipeline-file").textContent = config.pipeline;
   $("server-info").textContent = `model ${config.model} · tokenizers: ${config.tokenizers.join(", ")}`;
