@@ -17,7 +17,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any, TypeVar
@@ -65,6 +65,20 @@ def pipeline_failed(error: Exception) -> ApiError:
     """The pipeline raised (a malformed tool call, say): an OpenAI error, never a silently shortened reply."""
     code = "invalid_model_output" if isinstance(error, ValueError) else "internal_error"
     return ApiError(500, f"{type(error).__name__}: {error}", type="server_error", code=code)
+
+
+@contextlib.contextmanager
+def lab_errors_as_api_errors() -> Iterator[None]:
+    """Around code that runs a lab's whole response: a stub becomes the 501 that names its task,
+    any other failure of the lab's code a 500 in the API's error shape; an ApiError passes as it is."""
+    try:
+        yield
+    except NotImplementedError as error:
+        raise not_implemented(error) from None
+    except ApiError:
+        raise
+    except Exception as error:
+        raise pipeline_failed(error) from error
 
 
 def sse(payload: dict[str, Any]) -> str:
@@ -141,14 +155,8 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
         chunks = run_request(engine, generation, output, formatter, reasoning_field)
         if req.stream:
             return StreamingResponse(sse_stream(chunks), media_type="text/event-stream")
-        try:
+        with lab_errors_as_api_errors():
             collected = await cancel_on_disconnect(request, collect(chunks))
-        except NotImplementedError as error:
-            raise not_implemented(error) from None
-        except ApiError:
-            raise
-        except Exception as error:
-            raise pipeline_failed(error) from error
         if collected is None:  # the client left: nobody reads this, the request is already aborted
             return Response(status_code=499)
         return JSONResponse(merge_chunks(collected, kind, reasoning_field))

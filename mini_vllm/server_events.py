@@ -38,6 +38,7 @@ from mini_vllm.server import (
     cancel_on_disconnect,
     collect,
     finish,
+    lab_errors_as_api_errors,
     not_implemented,
     pipeline_failed,
     prepare,
@@ -103,7 +104,7 @@ async def respond(request: Request, engine: Engine, generation: Generation, lab2
     stream = run_events(engine, generation, output, formatter)
     if req.stream:
         return StreamingResponse(sse_events(stream, formatter, api), media_type="text/event-stream")
-    try:
+    with lab_errors_as_api_errors():
         collected = await cancel_on_disconnect(request, collect(stream))
         if collected is None:  # the client left: the request is already aborted
             return Response(status_code=499)
@@ -111,12 +112,6 @@ async def respond(request: Request, engine: Engine, generation: Generation, lab2
         if failure is not None:
             raise ApiError(500, failure_message(failure), type="server_error", code="invalid_model_output")
         return JSONResponse(build(collected))
-    except NotImplementedError as error:
-        raise not_implemented(error) from None
-    except ApiError:
-        raise
-    except Exception as error:
-        raise pipeline_failed(error) from error
 
 
 def failure_message(event: dict[str, Any]) -> str:
