@@ -15,10 +15,11 @@ from collections.abc import AsyncIterator, Callable
 from types import ModuleType
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from mini_vllm.api_errors import ApiError, anthropic_error_body, dumps
+from mini_vllm.api_errors import ApiError, anthropic_error_body
 from mini_vllm.api_models import error_responses
 from mini_vllm.engine import Engine
 from mini_vllm.event_models import (
@@ -159,15 +160,16 @@ def first_call_only(out: Any) -> Any:
     return out  # (the formatters read the deltas only)
 
 
-def sse_event(event: dict[str, Any]) -> str:
-    return f"event: {event.get('type', 'message')}\ndata: {dumps(event)}\n\n"
+def sse_event(event: dict[str, Any]) -> bytes:
+    """One event on the wire: its type on the ``event:`` line, its JSON (orjson, as on the chat path) on ``data:``."""
+    return b"event: " + str(event.get("type", "message")).encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
 
 
-async def sse_events(steps: AsyncIterator[list[dict[str, Any]]], formatter: Any, api: str) -> AsyncIterator[str]:
+async def sse_events(steps: AsyncIterator[list[dict[str, Any]]], formatter: Any, api: str) -> AsyncIterator[bytes]:
     """The events on the wire, a step's together. A stub or a bug mid-stream is reported in-band, each API's way."""
     try:
         async for events in steps:
-            yield "".join([sse_event(event) for event in events])
+            yield b"".join([sse_event(event) for event in events])
     except NotImplementedError as error:
         yield sse_event(error_event(not_implemented(error), formatter, api))
     except Exception as error:

@@ -88,7 +88,7 @@ def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Pat
 # A lab's variants are graded in batches, one child process per batch (a process per variant
 # would pay Python's start-up and the heavy imports each time). Batches of a few variants let
 # pytest-xdist spread a lab with many variants over the workers instead of queueing it on one.
-VARIANTS_PER_PROCESS = 4
+VARIANTS_PER_PROCESS = 8
 
 
 def batch_of(variant: Path) -> str:

@@ -1028,20 +1028,22 @@ def test_cost_per_character_is_constant_inside_one_long_argument(monkeypatch: py
     chunks = [text[i : i + chunk] for i in range(0, len(text), chunk)]
     counts = count_scanned(monkeypatch)
     parser = lab.StreamingToolParser(stream_arguments=True)
-    streamed = []
-    for piece in chunks:
+    streamed, fed = [], 0
+    for deltas, piece in enumerate(chunks, start=1):
         streamed += [d.arguments_fragment for d in parser.feed(piece).tool_call_deltas]
+        fed += len(piece)
+        # Checked as the stream goes: a parser that re-reads the call so far fails after a few
+        # dozen deltas, instead of spending minutes on the rest of a quadratic stream.
+        scanned, budget = sum(counts.values()), 4 * fed + 16 * deltas
+        assert scanned <= budget, (
+            f"each character may be looked at a few times, not once per delta: after {deltas:,} deltas "
+            f"({fed:,} characters fed) {scanned:,} characters had been handed to the scanners and regular "
+            f"expressions ({dict(counts)}); at most {budget:,} allowed. Re-joining or re-reading the open block "
+            f"(or the call so far) on every delta makes each delta cost as much as the whole call so far")
     streamed += [d.arguments_fragment for d in parser.finish().tool_call_deltas]
     assert "".join(streamed) == arguments_text, "the long argument must stream exactly as written"
-    scanned = sum(counts.values())
-    budget = 4 * len(text) + 16 * len(chunks)
     assert counts["CallReader.feed"] >= len(arguments_text), (
         "each block's new text must go through CallReader.feed (that is how this test sees the work done)")
-    assert scanned <= budget, (
-        f"each character may be looked at a few times, not once per delta: {len(text):,} characters fed in "
-        f"{len(chunks):,} deltas, but {scanned:,} characters were handed to the scanners and regular expressions "
-        f"({counts}); at most {budget:,} allowed. Re-joining or re-reading the open block (or the call so far) "
-        f"on every delta makes each delta cost as much as the whole call so far")
 
 
 # -------------------------------------------------------------------------- control
