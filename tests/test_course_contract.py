@@ -17,6 +17,7 @@ import functools
 import json
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,10 @@ import pytest
 
 from mini_vllm.labs import LABS_DIR, lab_number, load_lab
 from mini_vllm.testing.canary import CANARY, write_canary
-from mini_vllm.testing.contract import LabRun, public_api, run_lab_tests, run_variants, task_of
+from mini_vllm.testing.contract import LabRun, public_api, run_jobs, run_lab_tests, task_of
 from mini_vllm.testing.grading import failure_hint
 from mini_vllm.testing.trace import TRACE_LOG_ENV
-from mini_vllm.testing.variants import Variant
+from mini_vllm.testing.variants import Job, Variant
 
 pytestmark = pytest.mark.contract
 
@@ -58,9 +59,64 @@ def test_starter_and_solution_expose_the_same_api(lab_dir: Path) -> None:
     assert not differences, f"starter vs solution (starter, solution): {differences}"
 
 
-@pytest.mark.parametrize("lab_dir", LAB_DIRS, ids=lambda d: d.name)
+# ------------------------------------------ grading a lab in child processes, many times each
+
+
+# Every lab is graded many times: against its blank starter, its canary (below) and each of its
+# named wrong variants. A child process grades a batch of these in a row (mini_vllm.testing.variants):
+# a process per grading would pay Python's start-up, the heavy imports and the real vocabularies'
+# loading each time. A lab's first batch also grades its blank starter and its canary; batches of
+# a few variants let pytest-xdist spread a lab with many variants over the workers.
+VARIANTS_PER_PROCESS = 8
+
+
+def batch_of(variant: Path) -> str:
+    same_lab = [v for v in VARIANTS if v.parent == variant.parent]
+    return f"{variant.parent.name}-{same_lab.index(variant) // VARIANTS_PER_PROCESS}"
+
+
+def first_batch(lab_dir: Path) -> str:
+    return f"lab_{lab_number(lab_dir.name)}-0"
+
+
+@dataclass(frozen=True)
+class Batch:
+    runs: dict[str, LabRun]  # by job name: a variant's stem, "blank-starter", "canary"
+    canary_tables: list[dict[str, Any]]  # every stream table the canary's failures printed (first batch)
+
+
+@functools.cache
+def graded(batch: str) -> Batch:
+    """Grade one batch of a lab in one child process (cached: each batch runs once)."""
+    lab_part, index = batch.rsplit("-", 1)
+    lab_dir = next(d for d in LAB_DIRS if f"lab_{lab_number(d.name)}" == lab_part)
+    jobs = [Job(v.stem, variant=v) for v in VARIANTS if batch_of(v) == batch]
+    with tempfile.TemporaryDirectory() as scratch:
+        log = Path(scratch) / "traces.jsonl"
+        if index == "0":
+            canary = write_canary(lab_dir.name, Path(scratch))
+            jobs = [Job("blank-starter", {"LAB_IMPL": "starter"}),
+                    Job("canary", {f"LAB_IMPL_{lab_number(lab_dir.name)}": str(canary), TRACE_LOG_ENV: str(log)}),
+                    *jobs]
+        runs = run_jobs(lab_dir, jobs)
+        tables = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
+    return Batch(runs, tables)
+
+
+def in_first_batch(lab_dir: Path) -> object:
+    # Under pytest-xdist (--dist loadgroup) a group keeps a batch's tests on one worker, so its
+    # child process runs once, not once per worker that happens to get one of its tests.
+    return pytest.param(lab_dir, id=lab_dir.name, marks=[pytest.mark.xdist_group(first_batch(lab_dir))])
+
+
+def variant_param(variant: Path) -> object:
+    same_worker = pytest.mark.xdist_group(batch_of(variant))
+    return pytest.param(variant, id=f"{variant.parent.name}/{variant.stem}", marks=[same_worker])
+
+
+@pytest.mark.parametrize("lab_dir", [in_first_batch(d) for d in LAB_DIRS])
 def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Path) -> None:
-    run = run_lab_tests(lab_dir, {"LAB_IMPL": "starter"})
+    run = graded(first_batch(lab_dir)).runs["blank-starter"]
     assert run.returncode == 1, f"pytest should report failed tests (exit 1), got {run.returncode}:\n{run.output}"
     assert run.tests, f"no graded tests ran:\n{run.output}"
     own = f"lab-{lab_number(lab_dir.name)}"
@@ -85,32 +141,6 @@ def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Pat
     assert run.output.rstrip().splitlines()[-1] == "graded: starter.py (your code)", run.output[-500:]
 
 
-# A lab's variants are graded in batches, one child process per batch (a process per variant
-# would pay Python's start-up and the heavy imports each time). Batches of a few variants let
-# pytest-xdist spread a lab with many variants over the workers instead of queueing it on one.
-VARIANTS_PER_PROCESS = 8
-
-
-def batch_of(variant: Path) -> str:
-    same_lab = [v for v in VARIANTS if v.parent == variant.parent]
-    return f"{variant.parent.name}-{same_lab.index(variant) // VARIANTS_PER_PROCESS}"
-
-
-@functools.cache
-def variant_runs(batch: str) -> dict[Path, LabRun]:
-    """The variants of one batch, graded in one child process (cached: each batch runs once)."""
-    members = [v for v in VARIANTS if batch_of(v) == batch]
-    lab_dir = next(d for d in LAB_DIRS if f"lab_{lab_number(d.name)}" == members[0].parent.name)
-    return run_variants(lab_dir, members)
-
-
-def variant_param(variant: Path) -> object:
-    # Under pytest-xdist (--dist loadgroup) the group keeps a batch on one worker, so its
-    # child process runs once, not once per worker that happens to get one of its variants.
-    same_worker = pytest.mark.xdist_group(batch_of(variant))
-    return pytest.param(variant, id=f"{variant.parent.name}/{variant.stem}", marks=[same_worker])
-
-
 @pytest.mark.parametrize("variant", [variant_param(v) for v in VARIANTS])
 def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Path,
                                                                    request: pytest.FixtureRequest) -> None:
@@ -119,7 +149,7 @@ def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Pat
             f"pytest-xdist ignored the xdist_group mark ({request.node.nodeid}), so every worker re-runs "
             "the whole variant batch: see the pytest cap in pyproject.toml (pytest-xdist#1386)")
     declared = Variant.read(variant)
-    run = variant_runs(batch_of(variant))[variant]
+    run = graded(batch_of(variant)).runs[variant.stem]
     assert run.tests, f"{variant.stem}: no graded test ran:\n{run.output}"
     missing = [name for name in declared.must_fail if not run.named(name)]
     assert not missing, f"{variant.stem}: MUST_FAIL names tests that do not exist: {missing}\n{run.output}"
@@ -178,30 +208,14 @@ NOT_A_RULE = re.compile(r"^(?:\w+=\S+(?:, \w+=\S+)*$|\w+=[^:]*: [\[('\"]|(?:step
                         r"|\(|DID NOT RAISE|assert\b|\w*Error$|Failed: DID NOT)")
 
 
-@functools.cache
-def canary_run(lab_name: str) -> tuple[LabRun, list[dict[str, Any]]]:
-    """Grade the lab's canary (its reference, marking every string it returns) and log every trace table."""
-    lab_dir = next(d for d in LAB_DIRS if d.name == lab_name)
-    with tempfile.TemporaryDirectory() as scratch:
-        canary, log = write_canary(lab_name, Path(scratch)), Path(scratch) / "traces.jsonl"
-        run = run_lab_tests(lab_dir, {f"LAB_IMPL_{lab_number(lab_name)}": str(canary), TRACE_LOG_ENV: str(log),
-                                      "HYPOTHESIS_PROFILE": "contract"})
-        tables = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
-    return run, tables
-
-
-def canary_param(lab_dir: Path) -> object:
-    # Both checks below read one cached canary run per lab: keep a lab's two on one xdist worker.
-    return pytest.param(lab_dir, id=lab_dir.name, marks=[pytest.mark.xdist_group(f"canary-{lab_dir.name}")])
-
-
 TRACING_LABS = [d for d in LAB_DIRS if "format_trace(" in (d / "test_lab.py").read_text(encoding="utf-8")]
 
 
-@pytest.mark.parametrize("lab_dir", [canary_param(d) for d in TRACING_LABS])
+@pytest.mark.parametrize("lab_dir", [in_first_batch(d) for d in TRACING_LABS])
 def test_expected_column_always_comes_from_an_oracle(lab_dir: Path) -> None:
     """Grade an implementation whose every output carries a marker: no table may show it as "expected"."""
-    run, tables = canary_run(lab_dir.name)
+    batch = graded(first_batch(lab_dir))
+    run, tables = batch.runs["canary"], batch.canary_tables
     assert [t for t in run.tests if t["score"] < t["max_score"]], (
         f"the canary (it marks everything it returns) must fail the lab's tests:\n{run.output[-1500:]}")
     assert tables, f"{lab_dir.name}: no stream table was printed, so this check proves nothing"
@@ -213,10 +227,10 @@ def test_expected_column_always_comes_from_an_oracle(lab_dir: Path) -> None:
     assert marked, f"{lab_dir.name}: the marker never reached a table's output column, so this check proves nothing"
 
 
-@pytest.mark.parametrize("lab_dir", [canary_param(d) for d in LAB_DIRS])
+@pytest.mark.parametrize("lab_dir", [in_first_batch(d) for d in LAB_DIRS])
 def test_every_failure_opens_with_the_rule(lab_dir: Path) -> None:
     """The first line of each failure (what the scorecard shows) is a rule, not a parameter line or a table."""
-    run, _ = canary_run(lab_dir.name)
+    run = graded(first_batch(lab_dir)).runs["canary"]
     assert run.tests, f"{lab_dir.name}: no graded test ran on the canary:\n{run.output[-1500:]}"
     own = f"lab-{lab_number(lab_dir.name)}"
     openings = {t["name"].split(" › ")[-1]: failure_hint(t["output"], own, task_of(t))[0] for t in run.tests}

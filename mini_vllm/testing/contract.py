@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from mini_vllm.labs import REPO_ROOT
+from mini_vllm.testing.variants import Job
 
 
 @dataclass(frozen=True)
@@ -49,20 +50,23 @@ def _child_env(env: dict[str, str]) -> dict[str, str]:
     return child_env
 
 
-def run_variants(lab_dir: Path, variants: list[Path], timeout: int = 900) -> dict[Path, LabRun]:
-    """Grade every variant of one lab in a single child process (see :mod:`mini_vllm.testing.variants`)."""
+def run_jobs(lab_dir: Path, jobs: Sequence[Job], timeout: int = 900) -> dict[str, LabRun]:
+    """Grade ``lab_dir`` once per job, all in a single child process (see :mod:`mini_vllm.testing.variants`)."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch)
-        command = [sys.executable, "-m", "mini_vllm.testing.variants", str(lab_dir), str(out), *map(str, variants)]
+        (out / "jobs.json").write_text(json.dumps([job.to_json() for job in jobs]), encoding="utf-8")
+        command = [sys.executable, "-m", "mini_vllm.testing.variants", str(lab_dir), str(out)]
         done = subprocess.run(command, cwd=REPO_ROOT, env=_child_env({}), capture_output=True, text=True,
                               timeout=timeout)
         runs = {}
-        for variant in variants:
-            results, exit_file = out / f"{variant.stem}.json", out / f"{variant.stem}.exit"
-            tests = json.loads(results.read_text(encoding="utf-8"))["tests"] if results.exists() else []
+        for job in jobs:
+            results, exit_file = out / f"{job.name}.json", out / f"{job.name}.exit"
+            summary = json.loads(results.read_text(encoding="utf-8")) if results.exists() else {}
             code = json.loads(exit_file.read_text()) if exit_file.exists() else done.returncode
-            section = done.stdout.split(f"=== variant {variant.stem}\n")[-1].split("=== variant ")[0]
-            runs[variant] = LabRun(code, tests, section + done.stderr)
+            section = done.stdout.split(f"=== job {job.name}\n")[-1].split("=== job ")[0]
+            if not exit_file.exists():  # the child died on this job: its last words are on stderr
+                section += f"\n[the grading process ended early (exit {done.returncode})]\n{done.stderr}"
+            runs[job.name] = LabRun(code, summary.get("tests", []), section, summary)
     return runs
 
 

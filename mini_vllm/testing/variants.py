@@ -1,16 +1,19 @@
-"""Grade a lab's named wrong variants, all in one process: ``.venv/bin/python -m mini_vllm.testing.variants``.
+"""Grade one lab several times in one process: ``.venv/bin/python -m mini_vllm.testing.variants``.
 
-A wrong variant (``tests/wrong_variants/lab_NN/<name>.py``) is the reference solution with
-one mistake. It declares two lists:
+The course checks each lab against many implementations: its blank starter, its canary (the
+reference marking everything it returns) and its named wrong variants. A wrong variant
+(``tests/wrong_variants/lab_NN/<name>.py``) is the reference solution with one mistake. It
+declares two lists:
 
 - ``MUST_FAIL``: tests that must catch the mistake;
 - ``MAY_COST``: the task numbers where it may lose points. A bug in task N must cost
   points in task N only, so every graded test of every other task must still pass.
 
-So each variant runs its ``MUST_FAIL`` tests plus every graded test outside ``MAY_COST``.
-Running all the variants of a lab in one interpreter saves a Python start-up and the
-heavy imports per variant; between variants the lab's test module is dropped from
-``sys.modules`` so its module-level ``lab = load_lab(...)`` picks up the next variant.
+So each variant runs its ``MUST_FAIL`` tests plus every graded test outside ``MAY_COST``;
+the starter and the canary run everything. Grading them all in one interpreter pays
+Python's start-up, the heavy imports and the loading of the real vocabularies once, not
+once per grading; between gradings the lab's test module is dropped from ``sys.modules``
+so its module-level ``lab = load_lab(...)`` picks up the next implementation.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import ast
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,23 +85,57 @@ def run_reference_with_mistake(lab: str, mistake: dict[str, str], namespace: dic
     exec(compile(source, namespace.get("__file__", lab), "exec"), namespace)
 
 
-def grade_variant(lab_dir: Path, variant: Variant, results: Path) -> int:
-    os.environ[f"LAB_IMPL_{lab_number(lab_dir.name)}"] = str(variant.path)
-    for name, module in list(sys.modules.items()):  # the lab's test module, loaded for the last variant
+@dataclass(frozen=True)
+class Job:
+    """One grading: its name (its results go to ``<name>.json``), the environment it adds for
+    its run only, and for a wrong variant the variant (it alone is loaded, and only what it
+    owes is run)."""
+
+    name: str
+    env: dict[str, str] = field(default_factory=dict)
+    variant: Path | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "env": self.env, "variant": str(self.variant) if self.variant else None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Job:
+        return cls(data["name"], data["env"], Path(data["variant"]) if data["variant"] else None)
+
+
+def grade(lab_dir: Path, job: Job, results: Path) -> int:
+    env = dict(job.env)
+    plugins: list[object] = []
+    if job.variant is not None:
+        env[f"LAB_IMPL_{lab_number(lab_dir.name)}"] = str(job.variant)
+        plugins.append(OnlyWhatTheVariantOwes(Variant.read(job.variant)))
+    for name, module in list(sys.modules.items()):  # the lab's test module, loaded for the last grading
         if Path(getattr(module, "__file__", None) or "/").parent == lab_dir:
             del sys.modules[name]
     args = [str(lab_dir), "-q", "--tb=no", "-p", "no:cacheprovider", "--timeout", "120", "--assert=plain",
             "--grade", str(results)]
-    return int(pytest.main(args, plugins=[OnlyWhatTheVariantOwes(variant)]))
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        return int(pytest.main(args, plugins=plugins))
+    finally:  # the next grading starts from the same environment
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def main(argv: list[str]) -> int:
-    lab_dir, out_dir, *paths = (Path(a).resolve() for a in argv)
+    """``lab_dir out_dir``: grade the jobs listed in ``out_dir/jobs.json``; ``<name>.json`` and
+    ``<name>.exit`` hold each one's results and pytest exit code."""
+    lab_dir, out_dir = (Path(a).resolve() for a in argv)
     os.environ["HYPOTHESIS_PROFILE"] = "contract"  # the ci examples (the graded verdicts), unshrunk
-    for path in paths:
-        print(f"=== variant {path.stem}", flush=True)
-        code = grade_variant(lab_dir, Variant.read(path), out_dir / f"{path.stem}.json")
-        (out_dir / f"{path.stem}.exit").write_text(json.dumps(code))
+    for job in map(Job.from_json, json.loads((out_dir / "jobs.json").read_text(encoding="utf-8"))):
+        print(f"=== job {job.name}", flush=True)
+        code = grade(lab_dir, job, out_dir / f"{job.name}.json")
+        sys.stdout.flush()
+        (out_dir / f"{job.name}.exit").write_text(json.dumps(code))
     return 0
 
 
