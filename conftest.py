@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,12 @@ from hypothesis import HealthCheck, Phase, settings
 
 from mini_vllm.labs import describe_choice, graded_footer, lab_of_path
 from mini_vllm.testing.grading import Grader
+
+# jsonschema (imported by mistral-common, nbformat and schemathesis) loads rfc3987_syntax when it
+# is installed (Jupyter's server installs it), only to check the "iri" string format, and that
+# module compiles a Lark grammar on import: 0.8 s in every test process and grading child. No
+# schema here uses "iri", so the test processes do without it.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 _QUIET_FAILURES = {
     "derandomize": True,
