@@ -1,7 +1,9 @@
-"""Run one lab's tests in a fresh pytest process and read back what happened.
+"""Run one lab's tests in pytest processes of their own and read back what happened.
 
-The course-contract tests use this to grade the blank starters and the wrong
-variants exactly as a student's run would: same command, same plugin, own process.
+The course-contract tests grade each lab many times with the grading plugin, the way a
+student's run is graded: :func:`run_jobs` grades a batch (the blank starter, the canary, wrong
+variants) one after another in one child process; :func:`run_lab_tests` runs a lab once, with
+the options a student passes, as ``make lab-NN`` would.
 """
 
 from __future__ import annotations
