@@ -3,7 +3,7 @@
 The course-contract tests grade each lab many times with the grading plugin, the way a
 student's run is graded: :func:`run_jobs` grades a batch (the blank starter, the canary, wrong
 variants) one after another in one child process; :func:`run_lab_tests` runs a lab once, with
-the options a student passes, as ``make lab-NN`` would.
+the options a student passes, as ``make lab-03 ARGS=...`` would.
 """
 
 from __future__ import annotations
