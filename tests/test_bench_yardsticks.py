@@ -22,8 +22,6 @@ from bench.bench_server import PROMPT, request_body
 from mini_vllm.server import create_app
 from mini_vllm.serving import MODEL_NAME, build_engine
 
-pytestmark = pytest.mark.xdist_group("bench_yardsticks")
-
 
 def stream_of(app: FastAPI) -> list[str]:
     """The ``data:`` events ``app`` streams for the benchmark's request, with its id and clock blanked."""
