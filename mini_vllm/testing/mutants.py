@@ -36,6 +36,10 @@ EQUIVALENTS_FILE = "equivalent_mutants.txt"
 RESULTS_DIR = REPO_ROOT / "build" / "mutants"
 SEPARATOR = "  ## "
 PER_TEST_TIMEOUT_S = 30
+# A mutant can also run away in memory (a loop that never moves on but keeps appending): with no
+# ceiling it takes all of the machine's memory before any timeout, and the kernel kills the whole
+# worker, every verdict in it too. Under this ceiling it gets a MemoryError, which fails its test.
+WORKER_MEMORY_BYTES = 4 << 30
 UNCHANGED = "<the solution, unchanged>"
 
 
@@ -65,8 +69,13 @@ def read_equivalents(lab: Path) -> dict[str, str]:
 
 def run_one_worker(lab: Path, mutant_files: list[Path]) -> dict[str, int]:
     """In this process: the lab's graded tests on each mutant file in turn; pytest's exit code per file."""
+    import resource
+
     import pytest  # here, not at the top: the parent process never runs pytest itself
 
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    ceiling = WORKER_MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(WORKER_MEMORY_BYTES, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (ceiling, hard))
     os.environ["HYPOTHESIS_PROFILE"] = "contract"  # the graded examples, without shrinking
     env_key = f"LAB_IMPL_{lab_number(lab.name)}"
     codes: dict[str, int] = {}

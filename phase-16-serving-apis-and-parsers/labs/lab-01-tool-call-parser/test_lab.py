@@ -1044,6 +1044,10 @@ def test_cost_per_character_is_constant_inside_one_long_argument(monkeypatch: py
     assert "".join(streamed) == arguments_text, "the long argument must stream exactly as written"
     assert counts["CallReader.feed"] >= len(arguments_text), (
         "each block's new text must go through CallReader.feed (that is how this test sees the work done)")
+    scanned, budget = sum(counts.values()), 4 * fed + 16 * len(chunks)
+    assert scanned <= budget, (
+        f"finish may look at what is left, not at the whole call again: {scanned:,} characters had been handed to "
+        f"the scanners and regular expressions by the end ({dict(counts)}); at most {budget:,} allowed")
 
 
 # -------------------------------------------------------------------------- control
