@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from fastapi import FastAPI, Request
@@ -41,24 +41,37 @@ def chatml(user_message: str) -> str:
     return f"<|im_start|>user\n{user_message}<|im_end|>\n<|im_start|>assistant\n"
 
 
+class Lab02Request(NamedTuple):
+    """What the server sets up for the benchmark's request before the first token."""
+
+    prompt_ids: list[int]
+    params: SamplingParams
+    output: Any  # lab-02's OutputPipeline: no tools offered, thoughts parsed
+    formatter: Any  # lab-02's ChunkFormatter, under a fresh request id
+
+
+def lab02_for(engine: Engine, user_message: str) -> Lab02Request:
+    lab = load_lab("lab-02")
+    prompt_ids = engine.tokenizer.encode(chatml(user_message))
+    params = SamplingParams(max_tokens=engine.max_model_len - len(prompt_ids))
+    output = lab.OutputPipeline(engine.tokenizer, prompt_ids, params, parse_tool_calls=False, parse_reasoning=True)
+    formatter = lab.ChunkFormatter("chat", f"chatcmpl-{uuid.uuid4().hex[:24]}", "mini-vllm", int(time.time()))
+    return Lab02Request(prompt_ids, params, output, formatter)
+
+
 def sse(chunks: list[Chunk]) -> bytes:
     return b"".join([b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks])
 
 
 def pipeline_app(engine: Engine) -> FastAPI:
     """Bare FastAPI over the same engine and lab-02 pipeline as the server (see the module docstring)."""
-    lab = load_lab("lab-02")
     app = FastAPI()
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> StreamingResponse:
         user_message = json.loads(await request.body())["messages"][-1]["content"]
-        prompt_ids = engine.tokenizer.encode(chatml(user_message))
-        params = SamplingParams(max_tokens=engine.max_model_len - len(prompt_ids))
-        request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        output = lab.OutputPipeline(engine.tokenizer, prompt_ids, params, parse_tool_calls=False,
-                                    parse_reasoning=True)
-        formatter = lab.ChunkFormatter("chat", request_id, "mini-vllm", int(time.time()))
+        prompt_ids, params, output, formatter = lab02_for(engine, user_message)
+        request_id = formatter.request_id
 
         async def send() -> AsyncIterator[bytes]:
             completion_tokens = 0
@@ -100,11 +113,7 @@ def free_labs(engine: Engine, user_message: str) -> SimpleNamespace:
     the server then gets them back one engine step at a time, with no decoding, no parsing and no
     dict building left to do. (Only for the benchmark's one request: it knows no other.)
     """
-    lab = load_lab("lab-02")
-    prompt_ids = engine.tokenizer.encode(chatml(user_message))
-    params = SamplingParams(max_tokens=engine.max_model_len - len(prompt_ids))
-    output = lab.OutputPipeline(engine.tokenizer, prompt_ids, params, parse_tool_calls=False, parse_reasoning=True)
-    formatter = lab.ChunkFormatter("chat", f"chatcmpl-{uuid.uuid4().hex[:24]}", "mini-vllm", int(time.time()))
+    prompt_ids, _, output, formatter = lab02_for(engine, user_message)
     reply = engine.model.reply_ids(user_message, prompt_ids)
     steps = [formatter.chunks(output.push(token_id)) for token_id in reply]
     last = formatter.chunks(output.finish("stop"))
