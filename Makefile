@@ -107,7 +107,7 @@ timings: install
 ## ARGS="--survivors" re-runs only what survived last time; ARGS="--only TEXT" picks mutants by id.
 mutants: install
 	@if [ -z "$(LAB)" ]; then echo "usage: make mutants LAB=03  (the labs: $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' '))"; exit 2; fi
-	$(PY) -m mini_vllm.testing.mutants $(LAB) $(ARGS)
+	$(PY) -m instructor.mutants $(LAB) $(ARGS)
 
 lint: install
 	$(PY) -m ruff check .
