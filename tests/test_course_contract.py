@@ -23,18 +23,19 @@ from typing import Any
 
 import pytest
 
-from mini_vllm.labs import LABS_DIR, lab_number, load_lab
-from mini_vllm.testing.canary import CANARY, write_canary
-from mini_vllm.testing.contract import LabRun, public_api, run_jobs, run_lab_tests, task_of
+from instructor.canary import CANARY, write_canary
+from instructor.contract import LabRun, run_jobs, run_lab_tests, task_of
+from instructor.variants import Job, Variant
+from mini_vllm.labs import LABS_DIR, REPO_ROOT, lab_number, load_lab
+from mini_vllm.testing.api import public_api
 from mini_vllm.testing.grading import failure_hint
 from mini_vllm.testing.trace import TRACE_LOG_ENV
-from mini_vllm.testing.variants import Job, Variant
 
 pytestmark = pytest.mark.contract
 
 LAB_DIRS = sorted(p for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startswith("lab-"))
 LAB_FILES = {"README.md", "starter.py", "solution.py", "test_lab.py"}
-VARIANTS_DIR = Path(__file__).parent / "wrong_variants"
+VARIANTS_DIR = REPO_ROOT / "instructor" / "wrong_variants"
 VARIANTS = sorted(VARIANTS_DIR.glob("lab_*/*.py"))
 
 
@@ -63,7 +64,7 @@ def test_starter_and_solution_expose_the_same_api(lab_dir: Path) -> None:
 
 
 # Every lab is graded many times: against its blank starter, its canary (below) and each of its
-# named wrong variants. A child process grades a batch of these in a row (mini_vllm.testing.variants):
+# named wrong variants. A child process grades a batch of these in a row (instructor.variants):
 # a process per grading would pay Python's start-up, the heavy imports and the real vocabularies'
 # loading each time. A lab's first batch also grades its blank starter and its canary; batches of
 # a few variants let pytest-xdist spread a lab with many variants over the workers.

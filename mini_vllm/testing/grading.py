@@ -220,7 +220,12 @@ def failure_hint(details: str, lab: str, task: int) -> list[str]:
     lines = [line.strip() for line in details.splitlines() if line.strip()]
     message = lines[0].removeprefix("AssertionError: ").removeprefix("Failed: ")
     first_wrong = next((line for line in lines if line.startswith(FIRST_WRONG_STEP)), None)
-    return [message] + ([first_wrong.replace(FIRST_WRONG_STEP, "step", 1)] if first_wrong else [])
+    if first_wrong is None:
+        return [message]
+    # "first wrong step: 31 (feed 'x'): ..." reads "step 31 (feed 'x'): ..."; an event table's
+    # "first wrong step: event 70 (...)" already names what it points at: "event 70 (...)".
+    where = first_wrong.removeprefix(FIRST_WRONG_STEP).strip()
+    return [message, f"step {where}" if where[:1].isdigit() else where]
 
 
 def _points(tests: list[GradedTest]) -> tuple[Fraction, Fraction]:
