@@ -4,7 +4,7 @@
 artifact, never meant for the user. The reference without the removal in content.
 """
 
-from mini_vllm.testing.variants import run_reference_with_mistake
+from instructor.variants import run_reference_with_mistake
 
 MISTAKE = {
     'body[after:].replace(END_TAG, "")':

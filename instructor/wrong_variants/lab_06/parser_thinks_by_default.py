@@ -5,7 +5,7 @@
 all filed as thought. The reference with the parser's default flipped.
 """
 
-from mini_vllm.testing.variants import run_reference_with_mistake
+from instructor.variants import run_reference_with_mistake
 
 MISTAKE = {
     '    def __init__(self, starts_in_reasoning: bool = False,':

@@ -8,7 +8,6 @@ the options a student passes, as ``make lab-03 ARGS=...`` would.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
@@ -18,11 +17,10 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from instructor.variants import Job
 from mini_vllm.labs import REPO_ROOT
-from mini_vllm.testing.variants import Job
 
 
 @dataclass(frozen=True)
@@ -53,11 +51,11 @@ def _child_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def run_jobs(lab_dir: Path, jobs: Sequence[Job], timeout: int = 900) -> dict[str, LabRun]:
-    """Grade ``lab_dir`` once per job, all in a single child process (see :mod:`mini_vllm.testing.variants`)."""
+    """Grade ``lab_dir`` once per job, all in a single child process (see :mod:`instructor.variants`)."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch)
         (out / "jobs.json").write_text(json.dumps([job.to_json() for job in jobs]), encoding="utf-8")
-        command = [sys.executable, "-m", "mini_vllm.testing.variants", str(lab_dir), str(out)]
+        command = [sys.executable, "-m", "instructor.variants", str(lab_dir), str(out)]
         done = subprocess.run(command, cwd=REPO_ROOT, env=_child_env({}), capture_output=True, text=True,
                               timeout=timeout)
         runs = {}
@@ -86,28 +84,3 @@ def run_lab_tests(lab_dir: Path, env: dict[str, str], timeout: int = 600, args: 
         done = subprocess.run(command, cwd=REPO_ROOT, env=child_env, capture_output=True, text=True, timeout=timeout)
         summary = json.loads(results.read_text(encoding="utf-8")) if results.exists() else {}
     return LabRun(done.returncode, summary.get("tests", []), done.stdout + done.stderr, summary)
-
-
-def public_api(module: ModuleType) -> dict[str, str]:
-    """Each public name a lab module defines, with its signature (methods of classes too)."""
-    api: dict[str, str] = {}
-    for name, value in vars(module).items():
-        if name.startswith("_") or getattr(value, "__module__", None) != module.__name__:
-            continue
-        if inspect.isclass(value):
-            api[name] = "class"
-            fields = getattr(value, "__dataclass_fields__", None)
-            if fields:
-                api[f"{name} fields"] = ", ".join(f"{f.name}: {f.type}" for f in fields.values())
-            for attr, member in vars(value).items():
-                if attr.startswith("_") and attr != "__init__":
-                    continue
-                if isinstance(member, property):
-                    api[f"{name}.{attr}"] = "property"
-                elif callable(member) or isinstance(member, (staticmethod, classmethod)):
-                    api[f"{name}.{attr}"] = str(inspect.signature(getattr(value, attr)))
-        elif callable(value):
-            api[name] = str(inspect.signature(value))
-        else:
-            api[name] = f"constant {value!r}"
-    return api

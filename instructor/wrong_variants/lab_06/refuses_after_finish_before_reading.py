@@ -5,7 +5,7 @@ bad input: bad input gets a TypeError that says what was wrong, whenever it come
 reference with its two checks in the other order.
 """
 
-from mini_vllm.testing.variants import run_reference_with_mistake
+from instructor.variants import run_reference_with_mistake
 
 # The "after finish" check moved above the type check.
 MISTAKE = {

@@ -5,7 +5,7 @@ So ``feed(None)`` after the reply stopped is silently accepted: a caller with a 
 whenever it comes. The reference with the stopped check moved before the type check.
 """
 
-from mini_vllm.testing.variants import run_reference_with_mistake
+from instructor.variants import run_reference_with_mistake
 
 MISTAKE = {
     """    def feed(self, text: str) -> str:

@@ -1,8 +1,8 @@
-"""Grade one lab several times in one process: ``.venv/bin/python -m mini_vllm.testing.variants``.
+"""Grade one lab several times in one process: ``.venv/bin/python -m instructor.variants``.
 
 The course checks each lab against many implementations: its blank starter, its canary (the
 reference marking everything it returns) and its named wrong variants. A wrong variant
-(``tests/wrong_variants/lab_NN/<name>.py``) is the reference solution with one mistake. It
+(``instructor/wrong_variants/lab_NN/<name>.py``) is the reference solution with one mistake. It
 declares two lists:
 
 - ``MUST_FAIL``: tests that must catch the mistake;

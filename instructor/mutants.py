@@ -1,10 +1,10 @@
 """Mutation testing of a lab's solution against the lab's own tests: ``make mutants LAB=03``.
 
 How good are a lab's tests? Make many copies of its ``solution.py``, each with one small
-mistake (:mod:`mini_vllm.testing.mutate`), and run the lab's graded tests on each copy.
+mistake (:mod:`instructor.mutate`), and run the lab's graded tests on each copy.
 A mutant is *killed* when some test fails on it, and *survives* when every test passes.
 A survivor is either a mistake the tests cannot see (write the test) or a change that
-does not change behaviour at all (list it in the lab's ``equivalent_mutants.txt``, one
+does not change behaviour at all (list it in ``instructor/equivalent_mutants/<lab folder>.txt``, one
 line each: ``<mutant id>  ## <why it behaves the same>``).
 
 The mutants run through the LAB_IMPL loader (``LAB_IMPL_NN=<mutant file>``), exactly as a
@@ -12,7 +12,7 @@ student's file would. Each worker process runs its share in one interpreter, so 
 the heavy imports start once per worker rather than once per mutant; a mutant that loops
 forever is stopped by pytest-timeout and counts as killed.
 
-Usage (``ARGS`` in make): ``python -m mini_vllm.testing.mutants 03 [--jobs 2] [--survivors]
+Usage (``ARGS`` in make): ``python -m instructor.mutants 03 [--jobs 2] [--survivors]
 [--only TEXT] [--list]``. ``--survivors`` re-runs only what survived last time (the last
 run is kept in ``build/mutants/lab-NN.json``), which is the quick loop while writing tests.
 """
@@ -29,10 +29,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from instructor.mutate import Mutant, mutants
 from mini_vllm.labs import REPO_ROOT, lab_dir, lab_number
-from mini_vllm.testing.mutate import Mutant, mutants
 
-EQUIVALENTS_FILE = "equivalent_mutants.txt"
+EQUIVALENTS_DIR = Path(__file__).parent / "equivalent_mutants"  # one <lab folder>.txt per lab; never shipped
 RESULTS_DIR = REPO_ROOT / "build" / "mutants"
 SEPARATOR = "  ## "
 PER_TEST_TIMEOUT_S = 30
@@ -50,9 +50,12 @@ class Outcome:
     status: str  # "killed", "survived", "equivalent" (survived and listed), or "error"
 
 
-def read_equivalents(lab: Path) -> dict[str, str]:
-    """The lab's listed equivalent mutants: id -> reason."""
-    path = lab / EQUIVALENTS_FILE
+def equivalents_file(lab: Path) -> Path:
+    return EQUIVALENTS_DIR / f"{lab.name}.txt"
+
+
+def read_equivalents(path: Path) -> dict[str, str]:
+    """The listed equivalent mutants in ``path`` (see :func:`equivalents_file`): id -> reason."""
     if not path.exists():
         return {}
     listed: dict[str, str] = {}
@@ -106,7 +109,7 @@ def run(lab: Path, chosen: list[Mutant], jobs: int) -> dict[str, int]:
         workers = []
         for j, share in enumerate(s for s in shares if s):
             out = Path(scratch) / f"worker_{j}.json"
-            command = [sys.executable, "-m", "mini_vllm.testing.mutants", "--worker", str(lab), str(out),
+            command = [sys.executable, "-m", "instructor.mutants", "--worker", str(lab), str(out),
                        *(str(Path(scratch) / n) for n in share)]
             env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_IMPL", "PYTEST_"))}
             workers.append((out, subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -143,7 +146,8 @@ def report(lab: Path, outcomes: list[Outcome], equivalents: dict[str, str], seco
             lines.append(f"  {status}: line {o.line}: {o.id}")
     stale = sorted(set(equivalents) - {o.id for o in outcomes})
     if stale:
-        lines.append(f"  {EQUIVALENTS_FILE} lists {len(stale)} ids that are no longer mutants of solution.py "
+        listing = equivalents_file(lab).relative_to(REPO_ROOT)
+        lines.append(f"  {listing} lists {len(stale)} ids that are no longer mutants of solution.py "
                      "(the code changed): " + "; ".join(stale[:5]))
     return "\n".join(lines)
 
@@ -162,7 +166,7 @@ def main(argv: list[str]) -> int:
     options = parser.parse_args(argv)
     lab = lab_dir(options.lab)
     every = mutants((lab / "solution.py").read_text(encoding="utf-8"))
-    equivalents = read_equivalents(lab)
+    equivalents = read_equivalents(equivalents_file(lab))
     chosen = [m for m in every if options.only in m.id]
     saved = RESULTS_DIR / f"lab-{lab_number(lab.name)}.json"
     last = {o["id"]: Outcome(**o) for o in json.loads(saved.read_text())["outcomes"]} if saved.exists() else {}

@@ -6,7 +6,7 @@ for bytes that can never make them a character. The output is still right in the
 but late: U+FFFD that is already certain is held back. The reference with the table emptied.
 """
 
-from mini_vllm.testing.variants import run_reference_with_mistake
+from instructor.variants import run_reference_with_mistake
 
 MISTAKE = {
     '_SECOND_BYTE_RANGE.get(lead, (0x80, 0xBF))':

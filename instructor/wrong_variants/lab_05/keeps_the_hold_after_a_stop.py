@@ -5,7 +5,7 @@ After "done EN" the checker holds "EN"; "D" completes "END" and the reply stops,
 The reference without the line that clears the hold at a stop.
 """
 
-from mini_vllm.testing.variants import run_reference_with_mistake
+from instructor.variants import run_reference_with_mistake
 
 MISTAKE = {
     '            self.held_text = self._tail = ""\n':

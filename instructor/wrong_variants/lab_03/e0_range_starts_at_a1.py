@@ -5,7 +5,7 @@ character, becomes two U+FFFD, because E0 A0 is judged an overlong start and rel
 The reference with that one number changed.
 """
 
-from mini_vllm.testing.variants import run_reference_with_mistake
+from instructor.variants import run_reference_with_mistake
 
 MISTAKE = {
     '0xE0: (0xA0, 0xBF)':

@@ -4,7 +4,7 @@
 tag is gone. The rule is one pass: remove each end tag the model wrote, and nothing else.
 """
 
-from mini_vllm.testing.variants import run_reference_with_mistake
+from instructor.variants import run_reference_with_mistake
 
 MISTAKE = {
     'return body[:position], body[after:].replace(END_TAG, "")': """content = body[after:]

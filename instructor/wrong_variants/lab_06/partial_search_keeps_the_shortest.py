@@ -6,7 +6,7 @@ after `plan [[` only one `[` is held and the other leaks into the thought. The r
 without the `break` in `_partial_start`.
 """
 
-from mini_vllm.testing.variants import run_reference_with_mistake
+from instructor.variants import run_reference_with_mistake
 
 MISTAKE = {
     '                break\n':

@@ -93,7 +93,7 @@ def canary_namespace(lab: str) -> dict[str, Any]:
 def canary_source(lab: str) -> str:
     """The text of a canary module for ``lab`` (write it to a ``.py`` file, point ``LAB_IMPL_NN`` at it)."""
     return (f'"""The lab-{lab_number(lab)} canary: the reference, marking everything it returns."""\n'
-            "from mini_vllm.testing.canary import canary_namespace\n\n"
+            "from instructor.canary import canary_namespace\n\n"
             f"globals().update(canary_namespace({lab_number(lab)!r}))\n")
 
 

@@ -8,8 +8,8 @@ input checks are kept, and the window always leaves one token of context (that r
 
 from collections.abc import Sequence
 
+from instructor.baselines import OriginalWindowDiff
 from mini_vllm.labs import load_lab
-from mini_vllm.testing.baselines import OriginalWindowDiff
 from mini_vllm.tokenizer_base import Tokenizer
 
 _solution = load_lab("lab-04", "solution")

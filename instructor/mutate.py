@@ -4,7 +4,7 @@ A mutant is what a tired student might write: ``<`` for ``<=``, ``and`` for ``or
 off-by-one constant, a ``break`` that became ``continue``, a line (or a whole ``if``)
 left out. If the lab's tests still pass on a mutant, either the tests miss a mistake a
 student could make, or the mutant behaves exactly like the original (an *equivalent*
-mutant, which the lab lists with its reason). :mod:`mini_vllm.testing.mutants` runs them.
+mutant, which the lab lists with its reason). :mod:`instructor.mutants` runs them.
 
 Each mutant has an id built from where it is and what it changes, not from line numbers
 (``StreamingDetokenizer.feed: held < 3 -> held <= 3``), so the list of equivalents still
