@@ -17,7 +17,7 @@ GRADED_PYTEST := -q -rN -p no:warnings -p no:xdist -m "not control" --assert=pla
 # which more than doubles the time a small lab takes.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: autograder grade-batch install test grade notebooks jupyter serve demo browser bench timings mutants lint clean
+.PHONY: install test fixtures release autograder grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
 
 $(VENV)/.installed: pyproject.toml
 	@echo "Installing the course into $(VENV) (first run only; about a minute)..."
@@ -122,6 +122,11 @@ autograder: install
 grade-batch: install
 	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir  (one folder or .zip per student)"; exit 2; fi
 	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(ARGS)
+
+## Record what the tests need from the reference solutions (mini_vllm/testing/fixtures/); commit the result.
+## `make test` fails while a recording is stale. ARGS=--check only reports; ARGS=--redraw draws lab-07's texts again.
+fixtures: install
+	$(PY) -m instructor.fixtures $(ARGS)
 
 lint: install
 	$(PY) -m ruff check .
