@@ -1,4 +1,4 @@
-"""Does this interpreter have exactly the locked versions? ``python lockcheck.py requirements/lock.txt``.
+"""Does this interpreter have exactly the locked versions? setup.sh runs this file with the lock file's path.
 
 setup.sh calls it in simulation (``AUTOGRADER_EXISTING_VENV``): an existing virtual environment is
 used instead of installing, but only if it holds every locked package at its locked version, so

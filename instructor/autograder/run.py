@@ -1,6 +1,6 @@
 """Grade one submission the way Gradescope's ``run_autograder`` does, and write its ``results.json``.
 
-``run_autograder`` (in the autograder zip) runs this as ``python -m instructor.autograder.run``.
+``run_autograder`` (in the autograder zip) runs this module with the autograder's own Python.
 The layout is Gradescope's, under ``$AUTOGRADER_ROOT`` (default ``/autograder``, overridable so
 ``make test`` and ``make grade-batch`` can simulate it anywhere):
 
