@@ -5,7 +5,7 @@
   ``curl`` requests, on `make serve`'s defaults (the bpe tokenizer, one token per step).
 - The lab-07 README's walk-through of one reply: its StepOutput table and its two event
   listings are the reference pipeline's and formatters' output at 16 tokens per step.
-- The lab-07 README's field tables are the generated ones (``mini_vllm.testing.event_fields``).
+- The lab-07 README's field tables are the generated ones (``instructor/event_fields.py``).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 
+from instructor import event_fields
+from instructor.replies import reply_run
 from mini_vllm.labs import REPO_ROOT, lab_dir, load_lab
 from mini_vllm.serving import BackgroundServer, build_engine
-from mini_vllm.testing import event_fields
-from mini_vllm.testing.replies import reply_run
 
 ROOT_README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 LAB07_README = (lab_dir("lab-07") / "README.md").read_text(encoding="utf-8")
@@ -142,4 +142,4 @@ def test_the_lab07_field_tables_are_current() -> None:
     assert written is not None, f"lab-07's README lost its {event_fields.BEGIN!r} markers"
     assert written == event_fields.section(), (
         "lab-07's README field tables differ from what the reference formatters and the SDKs say now: run "
-        "`.venv/bin/python -m mini_vllm.testing.event_fields --write`")
+        "`.venv/bin/python -m instructor.event_fields --write`")

@@ -25,12 +25,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mini_vllm import load_tokenizer
-from mini_vllm.labs import load_lab
+from mini_vllm.labs import load_lab, reference_lab
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
 from mini_vllm.testing.composed import escaped_error
-from mini_vllm.testing.replies import reference_labs
+from mini_vllm.testing.replay import replay_pipeline
 from mini_vllm.testing.strategies import WrittenReply, written_tool_call_replies
+from mini_vllm.testing.stream_oracle import ExpectedStream, decodes_like_sentencepiece, expected_stream
 from mini_vllm.testing.trace import Step, format_trace
 from mini_vllm.tokenizer_base import encode_continuation
 from mini_vllm.toy_model import (
@@ -68,12 +69,14 @@ TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": 
 
 # A bug in one task costs points in that task only, so each test runs the server with YOUR code
 # for its own task and the reference for the parts it does not grade:
-#   tasks 1, 2, 4 (OutputPipeline): your pipeline, the reference ChunkFormatter;
-#   task 3 (ChunkFormatter): your formatter, fed by the reference pipeline.
-# (Either way the pipeline runs labs 01/03/04/05/06 through LAB_IMPL: yours, under make lab-02.)
-reference = load_lab("lab-02", "solution")
-YOUR_PIPELINE = SimpleNamespace(OutputPipeline=lab.OutputPipeline, ChunkFormatter=reference.ChunkFormatter)
-YOUR_FORMATTER = SimpleNamespace(OutputPipeline=reference.OutputPipeline, ChunkFormatter=lab.ChunkFormatter)
+#   tasks 1, 2, 4 (OutputPipeline): your pipeline, the reference ChunkFormatter (in the student's
+#     release, which ships no reference, your own);
+#   task 3 (ChunkFormatter): your formatter, fed by the reference pipeline's recorded outputs
+#     (mini_vllm/testing/replay.py), the same in every copy of the course.
+# (Your pipeline runs labs 01/03/04/05/06 through LAB_IMPL: yours, under make lab-02.)
+reference = reference_lab("lab-02")
+YOUR_PIPELINE = SimpleNamespace(OutputPipeline=lab.OutputPipeline, ChunkFormatter=(reference or lab).ChunkFormatter)
+YOUR_FORMATTER = SimpleNamespace(OutputPipeline=replay_pipeline, ChunkFormatter=lab.ChunkFormatter)
 
 
 class CheckedPipeline:
@@ -118,18 +121,17 @@ def checked(call: str, step: Any) -> Any:
     pytest.fail(problem, pytrace=False)  # outside the except: no "during handling" traceback above it
 
 
-def reference_outputs(tokenizer: Any, prompt_ids: list[int], ids: list[int], params: SamplingParams,
-                      **switches: Any) -> list[Any]:
-    """The oracle: the reference pipeline, with labs 01, 03-06 pinned to their reference solutions, pushed
-    the same ids one by one (stopping where it stops), then finish("stop")."""
-    with reference_labs():  # lab-02 loads its stages when it is built
-        pipeline = reference.OutputPipeline(tokenizer, prompt_ids, params, **switches)
-    outputs = []
-    for token_id in ids:
-        outputs.append(pipeline.push(token_id))
-        if pipeline.stopped:
-            break
-    return [*outputs, pipeline.finish("stop")]
+def detokenizer_oracle(tokenizer: Any, prompt_ids: list[int], ids: list[int]) -> ExpectedStream:
+    """What each pushed id must show, read off the token bytes (``mini_vllm/testing/stream_oracle.py``, the oracle
+    lab-04's tests use), for a reply of plain text: no tag, no stop string, so every stage after the detokenizer
+    passes the text on as it comes. The request's ``skip_special_tokens`` is on: a special token shows nothing."""
+    skipped = set(tokenizer.all_special_ids)
+
+    def raw(sequence: list[int]) -> list[bytes]:
+        return [b"" if i in skipped else tokenizer.decode_single_token_bytes(i) for i in sequence]
+
+    family = decodes_like_sentencepiece(tokenizer)
+    return expected_stream(raw(prompt_ids), raw(ids), strips_leading_space=family, per_byte_replacement=family)
 
 
 def decoding_rule(text: str, reply: str) -> str:
@@ -192,7 +194,7 @@ def steady_server(request: pytest.FixtureRequest, servers: Any) -> BackgroundSer
 
 @pytest.fixture(params=FORMAT_SERVERS, ids=server_ids(FORMAT_SERVERS))
 def format_server(request: pytest.FixtureRequest, servers: Any) -> BackgroundServer:
-    """Task 3: your ChunkFormatter behind the reference pipeline."""
+    """Task 3: your ChunkFormatter behind the reference pipeline (recorded)."""
     return servers(*request.param, under_test="formatter")  # type: ignore[no-any-return]
 
 
@@ -353,10 +355,10 @@ def test_pipeline_alone_reassembles_the_reply(tokenizer: Any, prompt: str) -> No
     pipeline = CheckedPipeline(tokenizer, prompt_ids, SamplingParams(), parse_tool_calls=True)
     outputs = [pipeline.push(i) for i in ids]
     last = pipeline.finish("stop")
-    oracle = reference_outputs(tokenizer, prompt_ids, ids, SamplingParams(), parse_tool_calls=True)
-    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, want.text)
-             for i, out, want in zip(ids, outputs, oracle[:-1], strict=True)]
-    steps.append(Step("finish", b"", last.text, oracle[-1].text))
+    oracle = detokenizer_oracle(tokenizer, prompt_ids, ids)
+    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, want)
+             for i, out, want in zip(ids, outputs, oracle.per_token, strict=True)]
+    steps.append(Step("finish", b"", last.text, oracle.at_flush))
     text = "".join(o.text for o in outputs) + last.text
     assert text == reply, format_trace(steps, decoding_rule(text, reply))
     assert not any("\ufffd" in o.text for o in outputs), format_trace(
@@ -1006,24 +1008,18 @@ def deepseek_style_server() -> Iterator[BackgroundServer]:
 def test_pipeline_alone_keeps_stop_strings_out_of_the_thought(tokenizer: Any) -> None:
     """No server: the thought mentions the stop word; only the answer may be cut by it."""
     ids = [*tokenizer.encode(script_for("think stop")), tokenizer.eos_token_id]
-    prompt_ids, params = tokenizer.encode("think stop"), SamplingParams(stop=("STOP",))
-    pipeline = CheckedPipeline(tokenizer, prompt_ids, params, parse_tool_calls=True, parse_reasoning=True)
-    outputs = []
+    pipeline = CheckedPipeline(tokenizer, tokenizer.encode("think stop"), SamplingParams(stop=("STOP",)),
+                               parse_tool_calls=True, parse_reasoning=True)
+    outputs, steps = [], []
     for i in ids:
-        outputs.append(pipeline.push(i))
+        out = pipeline.push(i)
+        outputs.append(out)
+        steps.append(Step(str(i), tokenizer.decode_single_token_bytes(i),
+                          f"answer[{out.text}] thought[{out.reasoning}]", None))  # both are yours: no oracle column
         if pipeline.stopped:
             break
     last = pipeline.finish("stop")
-    oracle = reference_outputs(tokenizer, prompt_ids, ids, params, parse_tool_calls=True, parse_reasoning=True)
-
-    def shown(out: Any) -> str:
-        return f"answer[{routed(out.text)}] thought[{routed(out.reasoning)}]"  # the channels, not the decoding
-
-    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), shown(out), shown(want) if want else None)
-             for i, out, want in zip(ids, outputs, [*oracle[:-1], *[None] * len(ids)], strict=False)]
-    steps.append(Step("finish", b"", shown(last), shown(oracle[-1])))
-    table = format_trace(steps, "what the pipeline pushed, token by token (visible ASCII of each channel)",
-                         ("pushed", "expected"))
+    table = format_trace(steps, "what the pipeline pushed, token by token", ("pushed", ""))
     thought = "".join(o.reasoning for o in outputs) + last.reasoning
     answer = "".join(o.text for o in outputs) + last.text
     assert routed(thought) == routed(STOP_THOUGHT), (
