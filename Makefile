@@ -17,7 +17,7 @@ GRADED_PYTEST := -q -rN -p no:warnings -p no:xdist -m "not control" --assert=pla
 # which more than doubles the time a small lab takes.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install test fixtures release grade notebooks jupyter serve demo browser bench timings mutants lint clean
+.PHONY: install test fixtures release autograder grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
 
 $(VENV)/.installed: pyproject.toml
 	@echo "Installing the course into $(VENV) (first run only; about a minute)..."
@@ -122,6 +122,16 @@ timings: install
 mutants: install
 	@if [ -z "$(LAB)" ]; then echo "usage: make mutants LAB=03  (the labs: $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' '))"; exit 2; fi
 	$(PY) -m instructor.mutants $(LAB) $(ARGS)
+
+## The Gradescope autograder: build/autograder.zip (setup.sh, run_autograder, the course). See TEACHING.md.
+autograder: install
+	$(PY) -m instructor.autograder.build
+
+## Grade a class as the autograder would: SUBMISSIONS=dir holds one folder or .zip per student.
+## Writes build/batch/scores.csv and build/batch/<student>/results.json. ARGS="--jobs 4" and more: --help.
+grade-batch: install
+	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir  (one folder or .zip per student)"; exit 2; fi
+	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(ARGS)
 
 ## Record what the tests need from the reference solutions (mini_vllm/testing/fixtures/); commit the result.
 ## `make test` fails while a recording is stale. ARGS=--check only reports; ARGS=--redraw draws lab-07's texts again.
