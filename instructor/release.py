@@ -40,6 +40,12 @@ SHIPPED_TESTS = {"test_starter_api.py", "test_tokenizers.py", "test_real_tokeniz
 LEFT_OUT_DIRS = ("instructor/", ".ci/")
 LEFT_OUT_FILES = {"TEACHING.md", "bench/timings.py"}  # make timings times the instructor's make test
 WINDOW = 3  # a run of this many consecutive non-blank lines of a solution is a leak
+# Runs a solution shares with shipped course code that are no part of an answer, each with its reason.
+SHARED_NOT_ANSWERS: dict[tuple[str, ...], str] = {
+    ("self.steps = 0", "def step(self, state: int, byte: int) -> int:", "self.steps += 1"):
+        "lab-08's solution counts its automaton steps the way the shipped test kit's CountingAutomaton "
+        "(mini_vllm/testing/structured.py) counts a student's: the counter the tests read, not a task's answer",
+}
 LAB_README = re.compile(r"^phase-16-serving-apis-and-parsers/labs/lab-\d\d-[\w-]+/README\.md$")
 # Paragraphs of a lab README about the instructor's checks, by how they open.
 INSTRUCTOR_PARAGRAPHS = re.compile(r"^(?:Named wrong variants|How sharp these tests are|\*\*Mutation testing\.\*\*"
@@ -91,7 +97,7 @@ def student_lab_readme(text: str) -> str:
     lines = [line for line in "\n\n".join(kept).split("\n")
              if not line.startswith("| `solution.py` |") and not INSTRUCTOR_COMMANDS.match(line)]
     text = "\n".join(lines)
-    return re.sub(r" ?`LAB_IMPL=solution make lab-\d\d` runs the reference\.", "", text)
+    return re.sub(r" ?[`]LAB_IMPL=solution make lab-\d\d[`] runs the reference\.", "", text)
 
 
 def student_makefile(text: str) -> str:
@@ -169,7 +175,7 @@ def leaks(release: Path) -> list[str]:
         lines = _lines(solution.read_text(encoding="utf-8"))
         for i in range(len(lines) - WINDOW + 1):
             window = tuple(lines[i : i + WINDOW])
-            if not given.intersection(window) and window in windows:
+            if not given.intersection(window) and window in windows and window not in SHARED_NOT_ANSWERS:
                 found.append(f"{solution.parent.name}: {windows[window]}: {window[0][:80]!r}")
     return found
 
