@@ -80,17 +80,19 @@ class Generation:
     params: Any  # SamplingParams
 
 
-async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix: str = "") -> Generation:
+async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix: str = "",
+                  inline: bool = False) -> Generation:
     """Build the prompt and tokenize it in a worker thread, then fix the parameters to the context left.
 
     Tokenizing a long prompt is pure Python: on the event loop, one 10 MB prompt would freeze
     every other stream (and /health) until it was done. In a thread, the loop keeps its turns.
+    ``inline``: the body was small (``bodies.small_body``), so the work is too: skip the thread's hop.
     """
     def work() -> tuple[GenerationRequest, list[int]]:
         req = build()
         return req, encode_prompt(engine, req.prompt)
 
-    req, prompt_ids = await asyncio.to_thread(work)
+    req, prompt_ids = work() if inline else await asyncio.to_thread(work)
     params = req.sampling_params(len(prompt_ids), engine.capacity_tokens)
     prefix = prefix or ("chatcmpl" if req.kind == "chat" else "cmpl")
     return Generation(req, f"{prefix}-{uuid.uuid4().hex[:24]}", prompt_ids, params)
