@@ -82,24 +82,31 @@ class Generation:
     grammar: Any = None  # the request's constraint compiled by lab-08 (mini_vllm.server.structured), if any
 
 
-async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix: str = "") -> Generation:
+async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix: str = "",
+                  inline: bool = False) -> Generation:
     """Build the prompt and tokenize it in a worker thread, then fix the parameters to the context left.
 
     Tokenizing a long prompt is pure Python: on the event loop, one 10 MB prompt would freeze
     every other stream (and /health) until it was done. In a thread, the loop keeps its turns.
+    ``inline``: the body was small (``bodies.small_body``), so the work is too: skip the thread's hop.
     """
-    def work() -> tuple[GenerationRequest, list[int], Any]:
+    def work() -> tuple[GenerationRequest, list[int]]:
         req = build()
-        prompt_ids = encode_prompt(engine, req.prompt)
-        if req.constraint is None:
-            return req, prompt_ids, None
-        with lab_errors_as_api_errors():  # lab-08's code compiles it: a stub is a 501 naming its task
-            return req, prompt_ids, compile_constraint(engine, req.constraint)
+        return req, encode_prompt(engine, req.prompt)
 
-    req, prompt_ids, grammar = await asyncio.to_thread(work)
+    req, prompt_ids = work() if inline else await asyncio.to_thread(work)
+    grammar = None
+    if req.constraint is not None:  # an index over the whole vocabulary: always off the loop, however small the body
+        grammar = await asyncio.to_thread(compile_grammar, engine, req.constraint)
     params = req.sampling_params(len(prompt_ids), engine.capacity_tokens)
     prefix = prefix or ("chatcmpl" if req.kind == "chat" else "cmpl")
     return Generation(req, f"{prefix}-{uuid.uuid4().hex[:24]}", prompt_ids, params, grammar)
+
+
+def compile_grammar(engine: Engine, constraint: Any) -> Any:
+    """The request's grammar compiled by lab-08's code: a stub there is a 501 naming its task."""
+    with lab_errors_as_api_errors():
+        return compile_constraint(engine, constraint)
 
 
 def encode_prompt(engine: Engine, prompt: str) -> list[int]:

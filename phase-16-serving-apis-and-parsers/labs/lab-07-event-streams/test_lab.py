@@ -793,7 +793,29 @@ def test_build_response_is_what_the_stream_ended_with(name: str) -> None:
 @pytest.mark.task(6)
 @pytest.mark.parametrize("name", ["plain", "think", "stop", "weather", "two-tools", "think-call", "cut-long"])
 def test_build_message_equals_the_sdk_accumulator(name: str) -> None:
-    events = reference_stream("messages", name, "spm", 3)
+    check_message_against_the_sdk(reference_stream("messages", name, "spm", 3))
+
+
+@pytest.mark.task(6)
+def test_build_message_reads_a_call_cut_by_max_tokens_as_the_sdk_does() -> None:
+    """max_tokens can end a reply inside a call's arguments (here: bpe, 2 tokens a step, max_tokens 60, cut inside
+    a string). The input is what the anthropic SDK makes of the joined partial_json: it parses partial JSON
+    (``jiter.from_json(..., partial_mode=True)``) and keeps what is complete, never an exception."""
+    events = reference_stream("messages", "cut-call", "bpe", 2)
+    fragments = "".join(e["delta"].get("partial_json", "") for e in events if e["type"] == "content_block_delta")
+    assert fragments and not fragments.endswith("}"), f"the case must cut the arguments: {fragments!r}"
+    problem = None
+    try:
+        lab.build_message(events)
+    except ValueError as error:  # (the rule first: no chained traceback)
+        problem = f"{type(error).__name__}: {error}"
+    assert problem is None, (
+        f"a call cut by max_tokens is no error: its input is the partial JSON {fragments!r} parsed as far as it "
+        f"goes, as the SDK parses it (jiter.from_json(..., partial_mode=True)); build_message raised {problem}")
+    check_message_against_the_sdk(events)
+
+
+def check_message_against_the_sdk(events: list[dict[str, Any]]) -> None:
     before = json.dumps(events)
     body = lab.build_message(events)
     assert json.dumps(events) == before, "build_message must not change the events it reads"
