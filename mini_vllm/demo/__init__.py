@@ -178,7 +178,7 @@ def check_schema_key(key: str | None) -> str | None:
 
 def unmasked_reply(tokenizer: Tokenizer, message: str) -> list[int]:
     """The toy model's scoring mode sampled greedily with no mask: what the model says when nothing holds it."""
-    model, ids = ToyModel(tokenizer), []
+    model, ids = ToyModel(tokenizer), list[int]()
     while len(ids) < MAX_UNMASKED_TOKENS and (not ids or ids[-1] != tokenizer.eos_token_id):
         scores = model.scores(message, ids)
         ids.append(max(range(len(scores)), key=scores.__getitem__))
