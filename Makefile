@@ -28,9 +28,16 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# >>> instructor  (make release leaves these lines out of the student's Makefile)
 ## All tests against the solutions, the contract checks on the starters, every notebook (2 workers).
 test: install
 	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist loadgroup
+
+## The student's repository in DEST (a new folder): one commit, no solutions, no instructor/ folder.
+release: install
+	@if [ -z "$(DEST)" ]; then echo "usage: make release DEST=../course-release  (a new folder)"; exit 2; fi
+	$(PY) -m instructor.release $(DEST)
+# <<< instructor
 
 ## Grade LAB_IMPL (default: your starters): scorecard + results.json. Non-zero exit unless all pass.
 grade: run-grade
@@ -70,18 +77,19 @@ verdict = $(if $(filter 5,$(shell cat $(STATUS)-$(1) 2>/dev/null)),$(error \
 notebooks: install
 	$(PY) -m jupyter nbconvert --to html --execute --output-dir build/notebooks $(NOTEBOOKS)/*.ipynb
 
-## The lesson notebooks in Jupyter, running the LAB_IMPL you choose (default: the reference solutions).
+## The lesson notebooks in Jupyter, running the LAB_IMPL you choose (default: solution.py where the
+## reference ships, as in the instructor's copy; your starter.py in the student's copy, which has none).
 jupyter: install
-	LAB_IMPL=$(or $(LAB_IMPL),solution) $(VENV)/bin/jupyter lab $(NOTEBOOKS)
+	$(VENV)/bin/jupyter lab $(NOTEBOOKS)
 
-## The OpenAI-compatible server on 127.0.0.1:8000, serving the LAB_IMPL you choose (default: the solution).
+## The OpenAI-compatible server on 127.0.0.1:8000, serving the LAB_IMPL you choose (the default as for jupyter).
 serve: install
 	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe) \
 		--reasoning-field $(or $(REASONING_FIELD),reasoning)
 
 ## The same server; open its demo page to watch naive decoding and your pipeline side by side.
 demo: install
-	@echo "Demo page: http://127.0.0.1:$(or $(PORT),8000)/demo  (LAB_IMPL=$(or $(LAB_IMPL),solution); Ctrl-C stops)"
+	@echo "Demo page: http://127.0.0.1:$(or $(PORT),8000)/demo  (Ctrl-C stops)"
 	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
 
 ## Headless Chromium, its driver, CJK and emoji fonts for the demo's browser test, installed with apt when missing.
@@ -103,6 +111,8 @@ browser:
 bench: install
 	$(PY) -m bench.run
 
+# >>> instructor
+
 ## Time the README's table here (warm): make grade, each lab on the reference, make test. ARGS=--no-test skips the last.
 timings: install
 	$(PY) -m bench.timings $(ARGS)
@@ -113,6 +123,7 @@ mutants: install
 	@if [ -z "$(LAB)" ]; then echo "usage: make mutants LAB=03  (the labs: $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' '))"; exit 2; fi
 	$(PY) -m instructor.mutants $(LAB) $(ARGS)
 
+# >>> instructor  (make release leaves these lines out of the student's Makefile)
 ## The Gradescope autograder: build/autograder.zip (setup.sh, run_autograder, the course). See TEACHING.md.
 autograder: install
 	$(PY) -m instructor.autograder.build
@@ -122,11 +133,13 @@ autograder: install
 grade-batch: install
 	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir  (one folder or .zip per student)"; exit 2; fi
 	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(ARGS)
+# <<< instructor
 
 ## Record what the tests need from the reference solutions (mini_vllm/testing/fixtures/); commit the result.
 ## `make test` fails while a recording is stale. ARGS=--check only reports; ARGS=--redraw draws lab-07's texts again.
 fixtures: install
 	$(PY) -m instructor.fixtures $(ARGS)
+# <<< instructor
 
 lint: install
 	$(PY) -m ruff check .
