@@ -275,9 +275,11 @@ def test_an_item_cut_short_is_closed_incomplete() -> None:
 
 @pytest.mark.task(1)
 @pytest.mark.parametrize("name, statuses", [("think", ["completed", "completed"]),
-                                            ("cut-long", ["incomplete"]), ("cut-thought", ["incomplete"])])
+                                            ("cut-long", ["incomplete"]), ("cut-thought", ["incomplete"]),
+                                            ("broken", ["completed", "incomplete"])])
 def test_items_close_with_the_way_the_reply_ended(name: str, statuses: list[str]) -> None:
-    """``finish`` (given) closes the last item 'incomplete' when max_tokens cut the reply: your ``close`` obeys."""
+    """``finish`` (given) closes the last item 'incomplete' when max_tokens cut the reply, and ``fail`` (given)
+    the call a malformed reply broke off: your ``close`` obeys."""
     events, _ = whole_stream(responses_formatter(), run_of(name, "bpe", 2))
     got = [e["item"]["status"] for e in events if e.get("type") == "response.output_item.done"]
     assert got == statuses, f"reply {name!r}: the items close as {statuses}; got {got}"
