@@ -6,7 +6,8 @@
   (no collection errors, no hangs), and the control tests still pass;
 - every named wrong variant is caught by the tests it names, and loses points only in the
   tasks it declares (a bug in task N costs points in task N only);
-- the scorecard counts only the tests that ran (``-k``, ``-x``);
+- the scorecard counts what was selected (``-k``), and a selected test that never ran (``-x``)
+  or was skipped counts as failed;
 - a stream table's expected column never shows the student's own output (graded against a
   canary that marks everything it returns), and every failure opens with the rule that broke.
 """
@@ -96,7 +97,8 @@ def graded(batch: str) -> Batch:
         if index == "0":
             canary = write_canary(lab_dir.name, Path(scratch))
             jobs = [Job("blank-starter", {"LAB_IMPL": "starter"}),
-                    Job("canary", {f"LAB_IMPL_{lab_number(lab_dir.name)}": str(canary), TRACE_LOG_ENV: str(log)}),
+                    Job("canary", {f"LAB_IMPL_{lab_number(lab_dir.name)}": str(canary), TRACE_LOG_ENV: str(log),
+                                          "LAB_SANDBOX_TRUSTED": "1"}),
                     *jobs]
         runs = run_jobs(lab_dir, jobs)
         tables = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
@@ -163,7 +165,7 @@ def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Pat
                            f"{elsewhere}")
 
 
-# ------------------------------------------------- the scorecard counts only what ran
+# ------------------------------------------------- the scorecard counts what was selected
 
 
 LAB_03 = next(d for d in LAB_DIRS if d.name.startswith("lab-03"))
@@ -191,10 +193,17 @@ def test_a_run_that_selects_nothing_claims_nothing() -> None:
 
 
 def test_tests_that_never_ran_earn_no_points() -> None:
-    """`-x` stops at the first failure: the tests after it were selected but never ran."""
+    """`-x` stops at the first failure: the tests after it were selected, never ran, and count as failed.
+
+    Points never shrink: the maximum is every selected graded test, whatever ran, so stopping a run
+    early (or making tests skip) cannot raise a score's share.
+    """
     run = run_lab_tests(LAB_03, {"LAB_IMPL": "starter"}, args=["-x"])
-    assert len(run.tests) == 1 and run.results["max_score"] == run.tests[0]["max_score"], (
-        f"only the one test that ran is a result: {run.results}")
+    unrun = [t for t in run.tests if t["output"] == "did not run, so not graded"]
+    assert len(run.tests) > 1 and len(unrun) == len(run.tests) - 1, (
+        f"every selected test is a result, and those that never ran say so: {run.results}")
+    assert run.results["max_score"] == sum(t["max_score"] for t in run.tests) and run.results["score"] == 0, (
+        f"the maximum counts the tests that never ran: {run.results}")
     assert re.search(r"graded tests selected, 1 ran", run.output), run.output[-600:]
 
 

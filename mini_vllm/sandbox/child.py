@@ -193,12 +193,16 @@ def _student_frames(error: BaseException, shown_paths: dict[str, str]) -> str:
     """The traceback from the first frame of graded code on, with the files named as the student knows them."""
     frames = traceback.extract_tb(error.__traceback__)
     sandbox = str(HERE)
-    kept = [f for f in frames if not f.filename.startswith(sandbox)]
-    if not kept:
-        return ""
+    kept = [f for f in frames if not f.filename.startswith((sandbox, "<frozen"))]
     for frame in kept:
         frame.filename = shown_paths.get(frame.filename, frame.filename)
     lines = traceback.format_list(kept[-12:])
+    if isinstance(error, SyntaxError):  # where in the file: the line and the caret under it
+        if error.filename in shown_paths:
+            error.filename = shown_paths[error.filename]
+        lines += traceback.format_exception_only(type(error), error)[:-1]
+    if not lines:
+        return ""
     return "Traceback in the graded code (most recent call last):\n" + "".join(lines).rstrip()
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from mini_vllm.sandbox import isolation
 from mini_vllm.sandbox.peer import PARENT, CallTimedOut, ChannelClosed, Peer, StrictLender
-from mini_vllm.sandbox.wire import WireError
+from mini_vllm.sandbox.wire import ForeignError, WireError
 
 SETUP_BUDGET_S = 30.0  # importing the submission (and the engine) in a fresh child
 FIRST_LOAD_BUDGET_S = 20.0  # added when a call sends a tokenizer family the child has not built yet
@@ -228,7 +228,8 @@ class Worker:
                 self.stop()
                 raise LabDoesNotImport(self.import_error) from None
             except BaseException as error:  # the submission raised while importing: that is the lab's grade
-                self.import_error = f"lab-{self.number} does not import: {type(error).__name__}: {error}"
+                kind = "" if isinstance(error, ForeignError) else f"{type(error).__name__}: "
+                self.import_error = f"lab-{self.number} does not import: {kind}{error}"
                 trace = getattr(error, "sandbox_traceback", "")
                 if trace:
                     self.import_error += "\n" + trace

@@ -146,7 +146,7 @@ class Codec:
         cls = type(error)
         attrs = {k: v for k, v in vars(error).items() if isinstance(k, str) and not k.startswith("_")
                  and type(v) in PLAIN}
-        args = [a for a in error.args if type(a) in PLAIN]
+        args = [a for a in error.args if type(a) in PLAIN or (type(a) is tuple and all(type(x) in PLAIN for x in a))]
         return [cls.__module__, cls.__qualname__, self._prepare(args), attrs, _safe_str(error),
                 getattr(error, "sandbox_traceback", "")]
 

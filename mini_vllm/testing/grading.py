@@ -50,6 +50,11 @@ class Grader:
     tests: dict[str, GradedTest] = field(default_factory=dict)
     deselected: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # per lab: left out by -k, -m, …
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # A results file left by an earlier run must never be read as this run's: if this run
+        # crashes, there is no result rather than an old one.
+        self.results_path.unlink(missing_ok=True)
+
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         for item in items:
             lab = _lab_of(item)
@@ -84,6 +89,10 @@ class Grader:
         graded = self.tests.get(item.nodeid)
         if graded is None or graded.passed is False:
             return
+        if report.skipped and not graded.control:  # a graded test that did not run earns nothing
+            graded.passed = False
+            graded.details = f"skipped, so not graded: {_skip_reason(report)}"
+            return
         if not report.failed:
             if report.when == "call" and report.passed:
                 graded.passed = True
@@ -104,18 +113,18 @@ class Grader:
         for test in graded:
             by_lab[test.lab].append(test)
         order = {number: rank for rank, number in enumerate(RECOMMENDED_ORDER)}
-        total, earned = _points(ran)
+        total, earned = _points(graded)  # the maximum is what was selected, run or not: points never shrink
         width = max([len(t.task_title) + 10 for t in graded] + [len(lab) for lab in by_lab] + [40])
         write("")
         write(f"Scorecard — {describe_choice()}")
         for lab in sorted(by_lab, key=lambda name: order.get(lab_number(name), 99)):
             tests = by_lab[lab]
-            lab_max, lab_got = _points([t for t in tests if t.passed is not None])
+            lab_max, lab_got = _points(tests)
             write("")
             write(f"{lab:<{width}} {lab_got:>3} / {lab_max:<3}{_partial(tests, self.deselected.get(lab, 0))}")
             for task in sorted({t.task for t in tests}):
                 in_task = [t for t in tests if t.task == task]
-                task_max, task_got = _points([t for t in in_task if t.passed is not None])
+                task_max, task_got = _points(in_task)
                 write(f"  task {task}  {in_task[0].task_title:<{width - 10}} {task_got:>3} / {task_max:<3}"
                       f"{_partial(in_task)}")
                 failed = [t for t in in_task if t.passed is False]
@@ -128,7 +137,7 @@ class Grader:
         if summary:
             write(summary)
         write(f"{'TOTAL':<{width}} {earned:>3} / {total:<3}")
-        self._write_results(ran, earned, total, summary)
+        self._write_results(graded, earned, total, summary)
         write(f"results written to {self.results_path}")
 
     def summary(self, graded: list[GradedTest], ran: list[GradedTest]) -> str:
@@ -150,16 +159,23 @@ class Grader:
                 "name": f"{t.lab} › task {t.task} › {t.name}",
                 "score": t.points if t.passed else 0,
                 "max_score": t.points,
-                "output": "" if t.passed else t.details,
+                "output": "" if t.passed else (t.details or "did not run, so not graded"),
                 "visibility": "visible",
                 "tags": [f"composes {lab}" for lab in t.composes],
             }
-            for t in ran  # what ran, graded only: controls, deselected and unreached tests are not results
+            for t in ran  # every selected graded test; controls and deselected tests are not results
         ]
         output = describe_choice() + (f"\n{summary}" if summary else "")
         results = {"score": earned, "max_score": total, "output": output, "tests": tests}
         self.results_path.parent.mkdir(parents=True, exist_ok=True)
         self.results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
 
 
 def _is_graded(item: pytest.Item) -> bool:
@@ -180,6 +196,8 @@ def _partial(tests: list[GradedTest], deselected: int = 0) -> str:
     return f"  ({', '.join(notes)})" if notes else ""
 
 
+# How the grading sandbox's own failures (a timeout, a crash, a lab that does not import) print.
+SANDBOX_PREFIX = re.compile(r"^mini_vllm\.sandbox\.\w+\.(?:\w+): ")
 NOT_IMPLEMENTED = re.compile(r"NotImplementedError: (lab-\d\d) task (\d+)")
 
 
@@ -197,7 +215,7 @@ def failure_hint(details: str, lab: str, task: int) -> list[str]:
         line = details[stub.start():].splitlines()[0].removeprefix("NotImplementedError: ")
         return [f"blocked until {stub.group(1)} task {stub.group(2)} is done: {line}"]
     lines = [line.strip() for line in details.splitlines() if line.strip()]
-    message = lines[0].removeprefix("AssertionError: ").removeprefix("Failed: ")
+    message = SANDBOX_PREFIX.sub("", lines[0].removeprefix("AssertionError: ").removeprefix("Failed: "))
     first_wrong = next((line for line in lines if line.startswith(FIRST_WRONG_STEP)), None)
     return [message] + ([first_wrong.replace(FIRST_WRONG_STEP, "step", 1)] if first_wrong else [])
 
