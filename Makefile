@@ -17,7 +17,7 @@ GRADED_PYTEST := -q -rN -p no:warnings -p no:xdist -m "not control" --assert=pla
 # which more than doubles the time a small lab takes.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install test grade notebooks jupyter serve demo browser bench timings mutants lint clean
+.PHONY: install test fixtures release autograder grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
 
 $(VENV)/.installed: pyproject.toml
 	@echo "Installing the course into $(VENV) (first run only; about a minute)..."
@@ -41,7 +41,7 @@ run-grade: install
 	@LAB_SANDBOX=1 LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $(LABS) $(GRADED_PYTEST) --no-header --tb=no --grade results.json; echo $$? > $(STATUS)-grade
 
 ## One lab's tests, with the failures spelled out: `make lab-03` (your starter), `LAB_IMPL=solution make lab-03`.
-## Extra pytest options go in ARGS, e.g. `make lab-05 ARGS="-k flush"`.
+## One task only: `make lab-07 TASK=1`. Extra pytest options go in ARGS, e.g. `make lab-05 ARGS="-k flush"`.
 lab-%: run-lab-%
 	@$(call verdict,lab-$*)
 
@@ -51,16 +51,20 @@ run-lab-%: install
 	if [ -z "$$lab" ]; then echo "no lab-$* here: the labs are $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' ')"; \
 		echo 2 > $(STATUS)-lab-$*; exit 0; fi; \
 	LAB_SANDBOX=1 LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $$lab $(GRADED_PYTEST) --tb=short \
-		--grade build/results-lab-$*.json $(ARGS); echo $$? > $(STATUS)-lab-$*
+		--grade build/results-lab-$*.json $(if $(TASK),--task $(TASK)) $(ARGS); echo $$? > $(STATUS)-lab-$*
 
 # A failing grade must exit non-zero, but make would then print its own "*** [grade] Error 1"
 # banner under the scorecard. Instead the last recipe reads the saved pytest status and stops
 # make with one sentence of ours ($(error) exits with status 2).
-# pytest's exit 5 means it selected no test at all (ARGS="-k ..." matched nothing): that is not a grade.
+# pytest's exit 5 means it selected no test at all (ARGS="-k ..." matched nothing), and exit 4 that it
+# refused the command line (a usage error): neither is a grade.
 verdict = $(if $(filter 5,$(shell cat $(STATUS)-$(1) 2>/dev/null)),$(error \
-	$(1): no test was selected (pytest exit 5), so nothing was graded; check the -k or -m in ARGS),$(if \
+	$(1): no test was selected (pytest exit 5), so nothing was graded; check the -k or -m in ARGS, or TASK),$(if \
+	$(filter 4,$(shell cat $(STATUS)-$(1) 2>/dev/null)),$(error \
+	$(1): pytest refused the command line (usage error, exit 4; its reason is printed above), so nothing was \
+	graded; check ARGS. One task only: make $(1) TASK=1),$(if \
 	$(filter-out 0,$(shell cat $(STATUS)-$(1) 2>/dev/null || echo 1)),$(error \
-	$(1): not everything passes yet (pytest exit $(shell cat $(STATUS)-$(1) 2>/dev/null)); the scorecard above says where to start)))
+	$(1): not everything passes yet (pytest exit $(shell cat $(STATUS)-$(1) 2>/dev/null)); the scorecard above says where to start))))
 
 ## Execute every lesson notebook and render it to HTML in build/notebooks.
 notebooks: install
@@ -107,7 +111,22 @@ timings: install
 ## ARGS="--survivors" re-runs only what survived last time; ARGS="--only TEXT" picks mutants by id.
 mutants: install
 	@if [ -z "$(LAB)" ]; then echo "usage: make mutants LAB=03  (the labs: $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' '))"; exit 2; fi
-	$(PY) -m mini_vllm.testing.mutants $(LAB) $(ARGS)
+	$(PY) -m instructor.mutants $(LAB) $(ARGS)
+
+## The Gradescope autograder: build/autograder.zip (setup.sh, run_autograder, the course). See TEACHING.md.
+autograder: install
+	$(PY) -m instructor.autograder.build
+
+## Grade a class as the autograder would: SUBMISSIONS=dir holds one folder or .zip per student.
+## Writes build/batch/scores.csv and build/batch/<student>/results.json. ARGS="--jobs 4" and more: --help.
+grade-batch: install
+	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir  (one folder or .zip per student)"; exit 2; fi
+	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(ARGS)
+
+## Record what the tests need from the reference solutions (mini_vllm/testing/fixtures/); commit the result.
+## `make test` fails while a recording is stale. ARGS=--check only reports; ARGS=--redraw draws lab-07's texts again.
+fixtures: install
+	$(PY) -m instructor.fixtures $(ARGS)
 
 lint: install
 	$(PY) -m ruff check .

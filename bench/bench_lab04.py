@@ -28,6 +28,7 @@ from tokenizers import Tokenizer as HFRawTokenizer
 from tokenizers.decoders import DecodeStream
 
 from bench.common import Row, cost, print_table, save_plot
+from instructor.baselines import OriginalWindowDiff
 from mini_vllm import load_tokenizer
 from mini_vllm.hf import (
     HFTokenizer,
@@ -38,7 +39,6 @@ from mini_vllm.hf import (
     hf_tekken_tokenizer,
 )
 from mini_vllm.labs import load_lab
-from mini_vllm.testing.baselines import OriginalWindowDiff
 
 SIZES = (256, 4096, 65536)
 WARM_UP = 16

@@ -113,3 +113,23 @@ def test_a_lab_run_that_selects_nothing_says_so() -> None:
     said = done.stdout + done.stderr
     assert done.returncode != 0, f"a run that graded nothing must not pass:\n{said[-800:]}"
     assert "No graded test was selected" in said and "no test was selected (pytest exit 5)" in said, said[-800:]
+
+
+def test_one_task_is_graded_with_task() -> None:
+    """`make lab-05 TASK=1`: task 1's tests only, and the scorecard says it was a partial run."""
+    done = subprocess.run(["make", "lab-05", "TASK=1", "LAB_IMPL=solution"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=300)
+    said = done.stdout + done.stderr
+    results = json.loads((REPO_ROOT / "build" / "results-lab-05.json").read_text(encoding="utf-8"))
+    tasks = {t["name"].split(" › ")[1] for t in results["tests"]}
+    assert done.returncode == 0 and tasks == {"task 1"}, f"TASK=1 grades task 1 only, got {sorted(tasks)}:\n{said}"
+    assert "Partial run:" in said, f"the scorecard must say the run was not the whole grade:\n{said[-800:]}"
+
+
+def test_a_usage_error_is_not_reported_as_a_failing_grade() -> None:
+    """`-m "task(1)"` cannot pick a task: pytest refuses it (exit 4), and make says so, pointing at TASK."""
+    done = subprocess.run(["make", "lab-05", "ARGS=-m 'task(1)'", "LAB_IMPL=solution"], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode != 0 and "usage error, exit 4" in said and "TASK=1" in said, said[-800:]
+    assert "not everything passes yet" not in said, f"a usage error is not a failing grade:\n{said[-800:]}"

@@ -24,18 +24,19 @@ from typing import Any
 
 import pytest
 
-from mini_vllm.labs import LABS_DIR, lab_number, load_lab
-from mini_vllm.testing.canary import CANARY, write_canary
-from mini_vllm.testing.contract import LabRun, public_api, run_jobs, run_lab_tests, task_of
+from instructor.canary import CANARY, write_canary
+from instructor.contract import LabRun, run_jobs, run_lab_tests, task_of
+from instructor.variants import Job, Variant
+from mini_vllm.labs import LABS_DIR, REPO_ROOT, lab_number, load_lab
+from mini_vllm.testing.api import public_api
 from mini_vllm.testing.grading import failure_hint
 from mini_vllm.testing.trace import TRACE_LOG_ENV
-from mini_vllm.testing.variants import Job, Variant
 
 pytestmark = pytest.mark.contract
 
 LAB_DIRS = sorted(p for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startswith("lab-"))
 LAB_FILES = {"README.md", "starter.py", "solution.py", "test_lab.py"}
-VARIANTS_DIR = Path(__file__).parent / "wrong_variants"
+VARIANTS_DIR = REPO_ROOT / "instructor" / "wrong_variants"
 VARIANTS = sorted(VARIANTS_DIR.glob("lab_*/*.py"))
 
 
@@ -64,7 +65,7 @@ def test_starter_and_solution_expose_the_same_api(lab_dir: Path) -> None:
 
 
 # Every lab is graded many times: against its blank starter, its canary (below) and each of its
-# named wrong variants. A child process grades a batch of these in a row (mini_vllm.testing.variants):
+# named wrong variants. A child process grades a batch of these in a row (instructor.variants):
 # a process per grading would pay Python's start-up, the heavy imports and the real vocabularies'
 # loading each time. A lab's first batch also grades its blank starter and its canary; batches of
 # a few variants let pytest-xdist spread a lab with many variants over the workers.
@@ -177,7 +178,8 @@ def test_deselected_tests_earn_no_points() -> None:
     selected = len(run.tests)
     assert selected and all("flush" in t["name"] for t in run.tests), (
         f"results.json must list the selected tests only: {[t['name'] for t in run.tests]}")
-    assert (run.results["score"], run.results["max_score"]) == (0, sum(t["max_score"] for t in run.tests)), (
+    assert run.results["score"] == 0 and run.results["extra_data"]["max_score"] == pytest.approx(
+            sum(t["max_score"] for t in run.tests)), (
         f"a blank starter earns nothing, and the maximum is what ran, not the whole lab: {run.results}")
     partial = re.search(rf"Partial run: {selected} of (\d+) graded tests selected", run.output)
     assert partial and int(partial.group(1)) > selected, f"the scorecard must say how much was selected:\n{run.output}"
@@ -187,7 +189,7 @@ def test_deselected_tests_earn_no_points() -> None:
 def test_a_run_that_selects_nothing_claims_nothing() -> None:
     run = run_lab_tests(LAB_03, {"LAB_IMPL": "solution"}, args=["-k", "no_test_is_called_this"])
     assert run.returncode == 5, f"pytest reports 'no tests ran' (exit 5), got {run.returncode}"
-    assert (run.results["score"], run.results["max_score"], run.tests) == (0, 0, []), (
+    assert (run.results["score"], run.results["extra_data"]["max_score"], run.tests) == (0, 0, []), (
         f"zero tests selected is zero points of zero, not full marks: {run.results}")
     assert "No graded test was selected" in run.output, run.output[-600:]
 
@@ -202,7 +204,8 @@ def test_tests_that_never_ran_earn_no_points() -> None:
     unrun = [t for t in run.tests if t["output"] == "did not run, so not graded"]
     assert len(run.tests) > 1 and len(unrun) == len(run.tests) - 1, (
         f"every selected test is a result, and those that never ran say so: {run.results}")
-    assert run.results["max_score"] == sum(t["max_score"] for t in run.tests) and run.results["score"] == 0, (
+    total = run.results["extra_data"]["max_score"]
+    assert total == pytest.approx(sum(t["max_score"] for t in run.tests)) and run.results["score"] == 0, (
         f"the maximum counts the tests that never ran: {run.results}")
     assert re.search(r"graded tests selected, 1 ran", run.output), run.output[-600:]
 

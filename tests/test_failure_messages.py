@@ -15,6 +15,7 @@ import pytest
 
 from mini_vllm.labs import LABS_DIR
 from mini_vllm.testing.expect import hold_problem
+from mini_vllm.testing.grading import failure_hint
 from mini_vllm.testing.trace import FIRST_DIFFERENCE, FIRST_WRONG_STEP, Step, display_width, format_trace, quote
 
 TEST_FILES = sorted(LABS_DIR.glob("lab-*/test_lab.py"))
@@ -121,3 +122,14 @@ def test_rows_without_an_oracle_have_no_expected_column() -> None:
 def test_a_wrong_hold_says_which_way_it_is_wrong(held: str, must: str, says: str) -> None:
     message = hold_problem("<think>x <tool", held, must, "a tag")
     assert says in message and message.startswith("after "), message
+
+
+@pytest.mark.parametrize(("last_line", "at"), [
+    (f"{FIRST_WRONG_STEP} 31 (feed 'x'): emitted '', expected 'x'", "step 31 (feed 'x'): emitted '', expected 'x'"),
+    (f"{FIRST_WRONG_STEP} event 70 (response.output_text.delta): expected content_index 0",
+     "event 70 (response.output_text.delta): expected content_index 0"),
+], ids=["trace", "event-table"])
+def test_the_scorecard_quotes_where_the_stream_went_wrong(last_line: str, at: str) -> None:
+    """The scorecard's "at:" line: a trace's step number, or an event table's event, never "step event 70"."""
+    hint = failure_hint(f"AssertionError: the rule\nthe table\n{last_line}", "lab-07", 1)
+    assert hint == ["the rule", at], hint

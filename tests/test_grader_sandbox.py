@@ -1,6 +1,6 @@
 """The grader's own tests: dishonest submissions earn nothing, honest ones lose nothing.
 
-Each file in ``tests/dishonest/`` is a lab-03 submission that implements no task and attacks the
+Each file in ``instructor/dishonest/`` is a lab-03 submission that implements no task and attacks the
 grade instead (see that folder's README). They are graded as ``make lab-03`` grades a student's
 file: pytest with the grading plugin, ``LAB_SANDBOX=1``. A batch of them runs in one grading
 process, the honest reference last, so an attack that left anything behind (a patched module, a
@@ -24,13 +24,13 @@ import pytest
 
 from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
 from mini_vllm.sandbox.isolation import probe
-from mini_vllm.testing.contract import LabRun, run_jobs
-from mini_vllm.testing.variants import Job
+from instructor.contract import LabRun, run_jobs
+from instructor.variants import Job
 
 pytestmark = pytest.mark.contract
 
 LAB_03 = next(LABS_DIR.glob("lab-03-*"))
-DISHONEST = Path(__file__).parent / "dishonest"
+DISHONEST = REPO_ROOT / "instructor" / "dishonest"
 # Grouped so that each batch's grading process runs once, on one worker (see test_course_contract).
 BATCHES = {
     "tampering": ["patches_pytest", "patches_the_grader", "forges_results", "patches_conftest", "writes_the_engine",
@@ -110,12 +110,12 @@ def test_a_dishonest_submission_earns_nothing(batch: str, name: str, listener: L
     assert run.results["score"] == 0, (
         f"{name} implements no task, so it must earn nothing; it got {run.results['score']}:\n"
         + "\n".join(f"  {t['name']}: {t['score']}" for t in run.tests if t["score"]))
-    assert run.results["max_score"] == honest["max_score"] > 0, (
-        f"{name}: the maximum is the course's ({honest['max_score']}), whatever the submission did: "
-        f"{run.results['max_score']}")
+    assert run.results["extra_data"]["max_score"] == honest["extra_data"]["max_score"] > 0, (
+        f"{name}: the maximum is the course's ({honest['extra_data']['max_score']}), whatever the submission did: "
+        f"{run.results['extra_data']['max_score']}")
     assert len(run.tests) == len(runs["reference-after"].tests), f"{name}: every graded test is a result"
     assert before == after, f"{name}: the course's files changed during the grading: {before} != {after}"
-    assert honest["score"] == honest["max_score"], (
+    assert honest["score"] == honest["extra_data"]["max_score"], (
         f"the reference graded after {batch} lost points, so an attack left something behind: {honest}")
 
 

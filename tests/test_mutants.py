@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from instructor.mutants import read_equivalents, run, verdict
+from instructor.mutate import Mutant, mutants
 from mini_vllm.labs import lab_dir
-from mini_vllm.testing.mutants import EQUIVALENTS_FILE, read_equivalents, run, verdict
-from mini_vllm.testing.mutate import Mutant, mutants
 
 SOURCE = '''
 """Docstrings, annotations and error messages are never mutated."""
@@ -61,11 +61,11 @@ def test_ids_survive_edits_elsewhere_in_the_file() -> None:
 
 
 def test_equivalents_file_format(tmp_path: pytest.TempPathFactory) -> None:
-    (tmp_path / EQUIVALENTS_FILE).write_text("# comment\nf: a < b -> a <= b  ## a == b never happens here\n")
-    assert read_equivalents(tmp_path) == {"f: a < b -> a <= b": "a == b never happens here"}
-    (tmp_path / EQUIVALENTS_FILE).write_text("f: a < b -> a <= b without a reason\n")
+    (tmp_path / "lab.txt").write_text("# comment\nf: a < b -> a <= b  ## a == b never happens here\n")
+    assert read_equivalents(tmp_path / "lab.txt") == {"f: a < b -> a <= b": "a == b never happens here"}
+    (tmp_path / "lab.txt").write_text("f: a < b -> a <= b without a reason\n")
     with pytest.raises(ValueError, match="<mutant id>  ## <reason>"):
-        read_equivalents(tmp_path)
+        read_equivalents(tmp_path / "lab.txt")
 
 
 def test_verdicts_come_from_running_the_lab_tests() -> None:

@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +21,7 @@ from mini_vllm.testing.responses_grammar import Event, Violation, check_response
 from mini_vllm.testing.trace import FIRST_WRONG_STEP, quote
 
 __all__ = ["Channels", "Violation", "anthropic_stop_reason", "check_messages", "check_responses", "event_table",
-           "messages_channels", "responses_channels", "sdk_problem"]
+           "messages_channels", "responses_channels", "sdk_classes", "sdk_problem"]
 
 
 @dataclass
@@ -141,29 +143,102 @@ def _extra_fields(model: Any, path: str = "") -> list[str]:
     return found
 
 
+def _members(union: Any) -> list[type]:
+    """The classes of a (possibly ``Annotated``) union of SDK models, flattened."""
+    import typing
+
+    if typing.get_origin(union) is typing.Annotated:
+        union = typing.get_args(union)[0]
+    if typing.get_origin(union) in (typing.Union, types.UnionType):
+        return [member for arg in typing.get_args(union) for member in _members(arg)]
+    return [union]
+
+
 @functools.cache
-def _adapter(api: str) -> Any:
-    from pydantic import TypeAdapter
+def sdk_classes(api: str) -> dict[str, type]:
+    """The official SDK's event class for each event ``type`` (``"responses"``: ``openai.types.responses``;
+    ``"messages"``: ``anthropic.types``, with ``ErrorResponse`` for the ``error`` event)."""
+    import typing
 
     if api == "responses":
         from openai.types.responses import ResponseStreamEvent
 
-        return TypeAdapter(ResponseStreamEvent)
-    from anthropic.types import ErrorResponse, RawMessageStreamEvent
+        union: Any = ResponseStreamEvent
+    else:
+        from anthropic.types import ErrorResponse, RawMessageStreamEvent
 
-    return TypeAdapter(RawMessageStreamEvent | ErrorResponse)
+        union = RawMessageStreamEvent | ErrorResponse
+    classes = {}
+    for member in _members(union):
+        (kind,) = typing.get_args(member.model_fields["type"].annotation)
+        classes[kind] = member
+    return classes
+
+
+def _is_member(key: Any) -> bool:
+    """Pydantic names the union member it tried by its class name (``ResponseOutputText``) in an error's loc."""
+    return isinstance(key, str) and key[:1].isupper() and "_" not in key and "." not in key
+
+
+def _where(loc: tuple[Any, ...], name_members: bool = True) -> str:
+    """A pydantic error location as a field path: ``part.annotations``, list positions as ``[0]``, and the
+    union member pydantic tried after its field (``part (ResponseOutputText).annotations``)."""
+    path = ""
+    for key in loc:
+        if isinstance(key, int):
+            path += f"[{key}]"
+        elif _is_member(key):
+            path += f" ({key})" if name_members else ""
+        else:
+            path += f".{key}" if path else str(key)
+    return path or "(the event itself)"
+
+
+def _real_errors(errors: list[Any]) -> list[tuple[Any, bool]]:
+    """Pydantic reports every member of a union it tried. Keep the member whose ``type`` is the one the
+    value names (drop a member whose ``type`` literal did not match), one error per field, each with
+    whether a single member reported it (then naming that member helps; otherwise it misleads)."""
+    wrong_members = {tuple(e["loc"][:-1]) for e in errors if tuple(e["loc"][-1:]) == ("type",)
+                     and e["type"] == "literal_error" and len(e["loc"]) > 1 and _is_member(e["loc"][-2])}
+    by_field: dict[tuple[Any, ...], list[Any]] = {}
+    for error in errors:
+        loc = tuple(error["loc"])
+        if not any(loc[: len(member)] == member for member in wrong_members):
+            by_field.setdefault(tuple(k for k in loc if not _is_member(k)), []).append(error)
+    if not by_field:
+        return [(error, True) for error in errors]
+    return [(found[0], len(found) == 1) for found in by_field.values()]
 
 
 def sdk_problem(api: str, event: Event) -> str | None:
-    """Why the official SDK's type (``openai.types.responses.ResponseStreamEvent`` for ``"responses"``,
-    ``anthropic.types.RawMessageStreamEvent`` or ``ErrorResponse`` for ``"messages"``) rejects
-    ``event``, or None when it is exactly one of them."""
+    """Why the official SDK's class for this event's own ``type`` rejects ``event``, or None when the
+    event is exactly that class (no field missing, wrong or unknown).
+
+    The answer opens with the event type and the SDK class, then names the field:
+    ``response.output_text.delta must be exactly openai's ResponseTextDeltaEvent: logprobs: Field required``.
+    (Validating against the whole union instead would report the union's first member.)
+    """
     from pydantic import ValidationError
 
+    sdk = "openai" if api == "responses" else "anthropic"
+    kind = event.get("type") if isinstance(event, dict) else None
+    classes = sdk_classes(api)
+    if not isinstance(kind, str):
+        return f"every event has a string 'type' naming it (one of {sdk}'s event types); got {kind!r}"
+    if kind not in classes:
+        close = difflib.get_close_matches(kind, list(classes), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"{kind!r} is not an event type of {sdk}'s SDK{hint}"
+    cls = classes[kind]
+    opening = f"{kind} must be exactly {sdk}'s {cls.__name__}"
     try:
-        model = _adapter(api).validate_python(event)
+        model = cls.model_validate(event)
     except ValidationError as error:
-        first = error.errors()[0]
-        return f"{'.'.join(map(str, first['loc']))}: {first['msg']} ({error.error_count()} problems)"
+        found = _real_errors(error.errors())
+        first, alone = found[0]
+        more = f" (and {len(found) - 1} more: {', '.join(_where(e['loc'], one) for e, one in found[1:4])})" \
+            if len(found) > 1 else ""
+        got = "" if first["type"] == "missing" else f", got {shorten(repr(first.get('input')), 40)}"
+        return f"{opening}: {_where(first['loc'], alone)}: {first['msg']}{got}{more}"
     extra = _extra_fields(model)
-    return f"fields the SDK's type does not have: {extra}" if extra else None
+    return f"{opening}: fields {cls.__name__} does not have: {extra}" if extra else None

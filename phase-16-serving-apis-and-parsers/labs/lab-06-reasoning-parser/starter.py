@@ -29,9 +29,10 @@ def normalize_end_tags(implicit_end_tags: str | Sequence[str]) -> tuple[str, ...
             raise ValueError("an empty implicit end tag would end every thought before it starts")
     unique = tuple(dict.fromkeys(tags))
     everything = (END_TAG, *unique)
-    for tag in everything:
-        for other in everything:
-            if tag is not other and other in tag:
+    # Compare positions, never identities: an equal string built at run time is the same tag.
+    for i, tag in enumerate(everything):
+        for j, other in enumerate(everything):
+            if i != j and other in tag:
                 raise ValueError(f"end tag {tag!r} contains {other!r}: tags must not contain each other")
     return unique
 

@@ -217,6 +217,9 @@ def test_implicit_end_tags_can_be_chosen() -> None:
 # Each bad tag list, the error, and a word its message must hold (so the error says what was wrong).
 BAD_TAGS = {"empty": ([""], ValueError, "empty"), "int": ([3], TypeError, "3"),
             "end-tag": (["</think>"], ValueError, "</think>"), "nested": (["<a", "x<a>"], ValueError, "x<a>"),
+            # </think> as the lab's own constant, and built at run time: equal strings, so the same verdict
+            "end-tag-constant": ([lab.END_TAG], ValueError, "</think>"),
+            "end-tag-built": (["".join(["</", "think", ">"])], ValueError, "</think>"),
             "not-a-list": (7, TypeError, "int"), "a-set": ({"<tool_call>"}, TypeError, "set")}
 
 
