@@ -22,6 +22,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

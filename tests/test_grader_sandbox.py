@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
-from mini_vllm.sandbox.isolation import probe
 from instructor.contract import LabRun, run_jobs
 from instructor.variants import Job
+from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
+from mini_vllm.sandbox.isolation import probe
 
 pytestmark = pytest.mark.contract
 

@@ -24,9 +24,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from mini_vllm.sandbox.mirrors import BUILDERS, Accounts, CountingTokenizerMirror
 from mini_vllm.sandbox.wire import Codec, WireError
 
-REQUEST, REPLY, FAILED = 0, 1, 2
+REQUEST, REPLY, FAILED, ACCOUNT = 0, 1, 2, 3
 PARENT, CHILD = 0, 1
 MAX_MESSAGE = 256 * 2**20  # a reply larger than this is a runaway, not an answer
 _HEADER = struct.Struct("<I")
@@ -208,13 +209,26 @@ class Peer:
         self._lock = threading.RLock()
         self._buffer = bytearray()
         self.closed = False
-        self.codec = Codec(self._to_ref, self._from_ref, rebuild_family)
+        self.accounts = Accounts()
+        self.codec = Codec(self._to_ref, self._from_ref, rebuild_family, self._build_mirror, side == PARENT)
         self.serving_args = False  # True while encoding arguments the trusted side chose to lend
         self.class_names: dict[int, str] = {}  # remote object id -> its class's name, for messages
 
     # ------------------------------------------------------------------ references
 
+    def _build_mirror(self, kind: Any, state: Any, account: Any) -> Any:
+        builder = BUILDERS.get(kind) if isinstance(kind, str) else None
+        if builder is None:
+            raise WireError(f"no stand-in of kind {kind!r}")
+        build, counts = builder
+        if counts and (self.side == PARENT or not isinstance(account, int)):
+            raise WireError("only the trusted side's objects report counts")  # and never to the child
+        return build(state, account, self.accounts)
+
     def _to_ref(self, obj: Any) -> list[Any]:
+        home = getattr(obj, "sandbox_home", None) if isinstance(obj, CountingTokenizerMirror) else None
+        if home is not None:  # a stand-in going back: it is the other side's own object
+            return [1 - self.side, home, 0, None, type(obj).__name__]
         if self.lender.strict and not self.serving_args:
             self.lender.check_result(obj)
         object_id = self._ids.get(id(obj))
@@ -250,7 +264,11 @@ class Peer:
     # ------------------------------------------------------------------ the wire
 
     def send(self, message: list[Any]) -> None:
-        data = self.codec.encode(message)
+        if self.accounts.pending:  # what the stand-ins counted goes first, before the reply it led to
+            self._write(self.codec.encode([ACCOUNT, 0, self.accounts.take()]))
+        self._write(self.codec.encode(message))
+
+    def _write(self, data: bytes) -> None:
         try:
             view = memoryview(_HEADER.pack(len(data)) + data)
             while view:
@@ -271,7 +289,7 @@ class Peer:
                     data = bytes(self._buffer[4:4 + size])
                     del self._buffer[:4 + size]
                     message = self.codec.decode(data)
-                    if not (isinstance(message, list) and len(message) >= 2 and message[0] in (0, 1, 2)):
+                    if not (isinstance(message, list) and len(message) >= 2 and message[0] in (0, 1, 2, 3)):
                         raise WireError("a message of the wrong shape")
                     return message
             if deadline is not None:
@@ -318,6 +336,9 @@ class Peer:
             if kind == REQUEST:
                 self.serve(message)
                 continue
+            if kind == ACCOUNT:
+                self._apply_accounts(message[2])
+                continue
             if not isinstance(message[1], int) or message[1] > number:
                 raise WireError(f"a reply to request {message[1]!r} while waiting for {number}")
             if message[1] < number:
@@ -346,6 +367,18 @@ class Peer:
                 self.send([FAILED, number, error])
             except WireError as unsendable:
                 self.send([FAILED, number, WireError(str(unsendable))])
+
+    def _apply_accounts(self, accounts: Any) -> None:
+        """Counts a stand-in kept over there, added to the object they belong to here."""
+        if self.side != PARENT or not isinstance(accounts, dict):
+            raise WireError("counts where none are expected")
+        for object_id, counts in accounts.items():
+            obj = self._lent.get(object_id)
+            valid = isinstance(counts, dict) and all(
+                isinstance(k, str) and type(v) is int and v >= 0 for k, v in counts.items())
+            if obj is None or not valid or not hasattr(obj, "sandbox_account"):
+                raise WireError(f"counts for object {object_id!r} that cannot take them")
+            obj.sandbox_account(counts)
 
     def _release(self, entry: Any) -> None:
         """The other side dropped its proxy. Forget the object, unless a reference to it is still on the way.
@@ -377,6 +410,11 @@ class Peer:
             lender.check_method(obj, name)
             target = obj if name is None else getattr(obj, name)
             return target(*call_args, **kwargs)
+        if op == "map":  # the same method over many argument lists, in order, as a loop would call it
+            _, name, calls = args
+            lender.check_method(obj, name)
+            method = getattr(obj, name)
+            return [method(*call) for call in calls]
         if op == "getattr":
             lender.check_attribute(obj, args[1])
             return getattr(obj, args[1])

@@ -125,7 +125,33 @@ class ScanCounter:
         self.patches.undo()
 
 
-PROBES: dict[str, Callable[[ModuleType], Any]] = {"ScanCounter": ScanCounter}
+class Introspection:
+    """Questions about the lab's objects that only the process holding them can answer."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self.module = module
+
+    def characters_kept(self, obj: Any) -> int:
+        """Every character reachable from ``obj``'s attributes: all a later call could scan again."""
+        return _characters_kept(obj, set(), self.module)
+
+
+def _characters_kept(obj: Any, seen: set[int], module: ModuleType) -> int:
+    if id(obj) in seen or isinstance(obj, (type, ModuleType, int, float, bool)) or callable(obj) or obj is None:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, (str, bytes, bytearray)):
+        return len(obj)
+    if isinstance(obj, dict):
+        return sum(_characters_kept(k, seen, module) + _characters_kept(v, seen, module) for k, v in obj.items())
+    if isinstance(obj, (list, tuple, set, frozenset)) or type(obj).__name__ == "deque":
+        return sum(_characters_kept(item, seen, module) for item in obj)
+    attributes = dict(getattr(obj, "__dict__", {}))
+    attributes.update({name: getattr(obj, name) for name in getattr(type(obj), "__slots__", ()) if hasattr(obj, name)})
+    return sum(_characters_kept(value, seen, module) for value in attributes.values())
+
+
+PROBES: dict[str, Callable[[ModuleType], Any]] = {"ScanCounter": ScanCounter, "Introspection": Introspection}
 
 
 def install(lab: Any, name: str) -> Any:

@@ -37,6 +37,7 @@ from mini_vllm.sandbox.wire import ForeignError, WireError
 SETUP_BUDGET_S = 30.0  # importing the submission (and the engine) in a fresh child
 FIRST_LOAD_BUDGET_S = 20.0  # added when a call sends a tokenizer family the child has not built yet
 SHORT_BUDGET_S = 0.25
+PER_BATCHED_CALL_S = 0.01  # each further call of a batch (mini_vllm.sandbox.each): honest ones take microseconds
 STRIKES_PER_LAB = 5
 INTERRUPT_GRACE_S = 1.0
 OUTPUT_KEPT = 64 * 1024
@@ -112,7 +113,8 @@ class ParentPeer(Peer):
 
     def request(self, op: str, *args: Any) -> Any:
         label = self.worker.label_of(op, args)
-        return self.worker.timed(label, lambda budget: self._timed_exchange(op, args, budget))
+        calls = len(args[2]) if op == "map" else 1
+        return self.worker.timed(label, lambda budget: self._timed_exchange(op, args, budget), calls)
 
     def _timed_exchange(self, op: str, args: tuple[Any, ...], budget: float) -> Any:
         with self._lock:
@@ -321,7 +323,7 @@ class Worker:
     def label_of(self, op: str, args: tuple[Any, ...]) -> str:
         if op == "call_path":
             return ".".join(args[0])
-        if op == "call" and len(args) > 1 and isinstance(args[1], str):
+        if op in ("call", "map") and len(args) > 1 and isinstance(args[1], str):
             return f"{self._class_of(args[0])}.{args[1]}"
         return f"{self._class_of(args[0]) if args else 'an object'} ({op})"
 
@@ -329,15 +331,16 @@ class Worker:
         peer = self.peer
         return peer.class_names.get(object_id, "an object") if peer is not None else "an object"
 
-    def budget_for(self, label: str) -> float:
+    def budget_for(self, label: str, calls: int = 1) -> float:
+        """Seconds for one request: a call's budget, plus a little per call for a batch of many."""
         if label == "__setup__":
             return SETUP_BUDGET_S
         hung_here = self.strikes.get(label, 0) > 0
         hung_lab = sum(self.strikes.values()) >= STRIKES_PER_LAB
-        return SHORT_BUDGET_S if hung_here or hung_lab else call_budget()
+        return (SHORT_BUDGET_S if hung_here or hung_lab else call_budget()) + PER_BATCHED_CALL_S * (calls - 1)
 
-    def timed(self, label: str, exchange: Any) -> Any:
-        budget = self.budget_for(label)
+    def timed(self, label: str, exchange: Any, calls: int = 1) -> Any:
+        budget = self.budget_for(label, calls)
         try:
             return exchange(budget)
         except CallTimedOut as stopped:
@@ -356,9 +359,8 @@ class Worker:
             self.stop()
             raise ChildDied(f"{label}: your code sent back something that is not a value: {error}") from None
         finally:
-            output = self.take_output()
-            if output:
-                sys.stdout.write(output)
+            if self.output_size:
+                sys.stdout.write(self.take_output())
 
 
 class RemoteLab:

@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-TUPLE, SET, VALUE, FAMILY, ERROR, REF, BIGINT = 1, 2, 3, 4, 5, 6, 7
+TUPLE, SET, VALUE, FAMILY, ERROR, REF, BIGINT, MIRROR = 1, 2, 3, 4, 5, 6, 7, 8
 
 # Modules whose dataclasses and named tuples travel by value. Both sides import them, so the
 # receiver rebuilds a value with the class *it* trusts. A student's own dataclass is not here:
@@ -74,7 +74,7 @@ def is_value(obj: object) -> bool:
 # The engine's own tokenizer classes. A subclass (a test's counting wrapper) is never rebuilt by
 # name: it must stay where it is, so that what it counts is counted where the tests can trust it.
 FAMILY_CLASSES = frozenset({"ByteTokenizer", "BPETokenizer", "SentencePieceBPETokenizer", "MistralTokenizer",
-                            "TekkenTokenizer"})
+                            "TekkenTokenizer", "LazyTokenizer"})
 
 
 def tokenizer_family(obj: object) -> str | None:
@@ -94,10 +94,13 @@ class Codec:
     """
 
     def __init__(self, to_ref: Callable[[Any], list[Any]], from_ref: Callable[[list[Any]], Any],
-                 rebuild_family: Callable[[str], Any]) -> None:
+                 rebuild_family: Callable[[str], Any], build_mirror: Callable[[str, Any, Any], Any],
+                 trusted: bool) -> None:
         self._to_ref = to_ref
         self._from_ref = from_ref
         self._rebuild_family = rebuild_family
+        self._build_mirror = build_mirror
+        self._trusted = trusted  # only the trusted side's objects may mirror themselves with counts
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder = msgspec.msgpack.Decoder(ext_hook=self._ext)
         self.families_sent: set[str] = set()
@@ -137,6 +140,12 @@ class Codec:
         if family is not None:
             self.families_sent.add(family)
             return self._ext_of(FAMILY, family)
+        mirror = getattr(obj, "sandbox_mirror", None) if type(obj).__module__.startswith("mini_vllm.") else None
+        if mirror is not None:
+            kind, state = mirror()
+            counts = self._trusted and hasattr(obj, "sandbox_account")
+            account = self._to_ref(obj)[1] if counts else None
+            return self._ext_of(MIRROR, [kind, self._prepare(state), account])
         return self._ext_of(REF, self._to_ref(obj))
 
     def _ext_of(self, code: int, payload: Any) -> msgspec.msgpack.Ext:
@@ -168,6 +177,8 @@ class Codec:
             return rebuild_error(*inner)
         if code == REF:
             return self._from_ref(inner)
+        if code == MIRROR:
+            return self._build_mirror(*inner)
         raise WireError(f"unknown extension type {code}")
 
     @staticmethod

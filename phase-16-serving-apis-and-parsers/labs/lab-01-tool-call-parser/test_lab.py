@@ -18,6 +18,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mini_vllm.labs import load_lab
+from mini_vllm.sandbox import each
 from mini_vllm.sandbox.probes import install as install_probe
 from mini_vllm.testing.expect import must_raise
 from mini_vllm.testing.strategies import (
@@ -58,7 +59,7 @@ def call(name: str, arguments: dict[str, Any]) -> Any:
 
 def stream(chunks: Sequence[str]) -> tuple[list[Any], Any]:
     parser = lab.StreamingToolParser()
-    deltas = [parser.feed(chunk) for chunk in chunks]
+    deltas = each(parser.feed, chunks)
     return deltas, parser.finish()
 
 
@@ -401,7 +402,7 @@ def replay_after_a_failed_feed(reply: GeneratedReply | WrittenReply, cut: int, s
     first_end = first_block_end(reply)
     parser = lab.StreamingToolParser(stream_arguments=stream_arguments)
     story = [f"fed {quote(reply.text[:cut])}"]
-    messages = [parser.feed(piece) for piece in split_at(reply.text[:cut], range(3, cut, 3))]
+    messages = each(parser.feed, split_at(reply.text[:cut], range(3, cut, 3)))
     poison = reply.text[cut:first_end] + MALFORMED_BLOCK
     story.append(f"fed {quote(poison)}: must raise ToolCallParseError and change nothing")
     must_raise(lambda: parser.feed(poison), lab.ToolCallParseError, f"feed({quote(poison)})")
@@ -574,7 +575,7 @@ def test_finish_twice_is_refused_and_gives_nothing_again(reply: str) -> None:
 def stream_calls(chunks: Sequence[str]) -> tuple[list[Any], list[Any]]:
     """Every DeltaMessage of a streamed reply (finish included) and all the ToolCallDeltas in order."""
     parser = lab.StreamingToolParser(stream_arguments=True)
-    messages = [parser.feed(chunk) for chunk in chunks]
+    messages = each(parser.feed, chunks)
     messages.append(parser.finish())
     return messages, [d for m in messages for d in m.tool_call_deltas]
 
@@ -961,14 +962,14 @@ def test_cost_per_character_is_constant_inside_one_long_argument(size: int, chun
 
 def check_cost_inside_one_long_argument(counter: Any, chunks: list[str], arguments_text: str) -> None:
     parser = lab.StreamingToolParser(stream_arguments=True)
-    streamed, fed = [], 0
-    for deltas, piece in enumerate(chunks, start=1):
-        streamed += [d.arguments_fragment for d in parser.feed(piece).tool_call_deltas]
-        fed += len(piece)
+    streamed, fed, deltas = [], 0, 0
+    for first in range(0, len(chunks), 32):  # 32 deltas per crossing of the sandbox, then a look at the count
+        batch = chunks[first : first + 32]
+        streamed += [d.arguments_fragment for message in each(parser.feed, batch) for d in message.tool_call_deltas]
+        fed += sum(map(len, batch))
+        deltas += len(batch)
         # Checked as the stream goes: a parser that re-reads the call so far fails after a few
         # dozen deltas, instead of spending minutes on the rest of a quadratic stream.
-        if deltas > 64 and deltas % 32:  # every delta at first, then every 32nd (each look is a round trip)
-            continue
         counts = counter.snapshot()
         scanned, budget = sum(counts.values()), 4 * fed + 16 * deltas
         assert scanned <= budget, (

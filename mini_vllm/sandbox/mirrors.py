@@ -1,0 +1,75 @@
+"""Stand-ins the grading child builds for trusted objects that are cheaper to mirror than to call back.
+
+A test's object may say how to mirror it (``sandbox_mirror() -> (kind, state)``): the child then
+builds one of the stand-ins below from that state instead of holding a reference whose every
+call is a round trip. A stand-in that counts (a counting tokenizer's decodes) reports what it
+counted with the child's next message, before the reply of the call that caused it, and the
+trusted side adds it to the real object (``sandbox_account``). So the count is kept where the
+tests can read it, and is as exact as a call back would make it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mini_vllm.piece_tokenizer import PieceTokenizer
+
+
+class Accounts:
+    """Counts waiting to go to the trusted side, by the id of the object they belong to."""
+
+    def __init__(self) -> None:
+        self.pending: dict[int, dict[str, int]] = {}
+
+    def add(self, object_id: int, counts: dict[str, int]) -> None:
+        mine = self.pending.setdefault(object_id, {})
+        for name, value in counts.items():
+            mine[name] = mine.get(name, 0) + value
+
+    def take(self) -> dict[int, dict[str, int]]:
+        pending, self.pending = self.pending, {}
+        return pending
+
+
+class CountingTokenizerMirror:
+    """``mini_vllm.testing.tokenizers.CountingTokenizer`` as the child sees it: decode counted and reported."""
+
+    def __init__(self, inner: Any, object_id: int, accounts: Accounts) -> None:
+        self.inner = inner
+        self.sandbox_home = object_id  # sent back across, it is the trusted side's object again
+        self._object_id = object_id
+        self._accounts = accounts
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.inner.vocab_size)
+
+    @property
+    def eos_token_id(self) -> int:
+        return int(self.inner.eos_token_id)
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return list(self.inner.all_special_ids)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.inner.encode(text))
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        self._accounts.add(self._object_id, {"decode_calls": 1, "ids_decoded": len(ids)})
+        return str(self.inner.decode(ids, skip_special_tokens=skip_special_tokens))
+
+    def decode_single_token_bytes(self, token_id: int) -> bytes:
+        raise AssertionError("this lab is built on tokenizer.decode only: no raw token bytes")
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
+        return list(self.inner.convert_ids_to_tokens(ids))
+
+
+# kind -> (builds the stand-in from (state, object id, accounts), whether it reports counts)
+BUILDERS: dict[str, tuple[Callable[[Any, int | None, Accounts], Any], bool]] = {
+    "pieces": (lambda state, _id, _accounts: PieceTokenizer([bytes(p) for p in state]), False),
+    "counting-tokenizer": (lambda state, object_id, accounts: CountingTokenizerMirror(state, object_id or 0, accounts),
+                           True),
+}
