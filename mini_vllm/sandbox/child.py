@@ -81,27 +81,7 @@ def _watch_for_interrupts(control_fd: int) -> None:
 def rebuild_family(name: str) -> Any:
     from mini_vllm.families import load_tokenizer_cached
 
-    if name in LAZY_FAMILIES:
-        return LazyTokenizer(name)
     return load_tokenizer_cached(name)
-
-
-# The real vocabularies take a second or more to load: built when first used, so a test that
-# stops at a stub (every test of a blank starter) never pays for them.
-LAZY_FAMILIES = frozenset({"mistral", "tekken"})
-
-
-class LazyTokenizer:
-    """Stands for a shipped tokenizer until code first asks it something."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self.sandbox_family = name  # sent back by name too, still unloaded
-
-    def __getattr__(self, attribute: str) -> Any:
-        from mini_vllm.families import load_tokenizer_cached
-
-        return getattr(load_tokenizer_cached(self._name), attribute)
 
 
 class Child:
