@@ -1,5 +1,6 @@
 # Every target bootstraps .venv on first use, so a fresh clone needs only `make`.
-PYTHON ?= python3
+# The lock file is for Python 3.11: use python3.11 where it has that name.
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || echo python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 LABS := phase-16-serving-apis-and-parsers/labs
@@ -16,17 +17,47 @@ GRADED_PYTEST := -q -rN -p no:warnings -p no:xdist -m "not control" --assert=pla
 # without the cache every run recompiles the course and pytest re-rewrites its assertions,
 # which more than doubles the time a small lab takes.
 unexport PYTHONDONTWRITEBYTECODE
+# The exact versions `make install` installs (see `make lock`), and the tool that writes them.
+LOCK := requirements/lock.txt
+UV_VERSION := 0.13.8
+LOCK_TOOL := build/lock-tool
+LOCK_COMMAND := uv pip compile pyproject.toml requirements/build.in --extra dev --generate-hashes \
+	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu -o $(LOCK)
 
-.PHONY: install test grade notebooks jupyter serve demo browser bench timings mutants lint clean
+.PHONY: install lock test grade notebooks jupyter serve demo browser bench timings mutants lint clean
 
-$(VENV)/.installed: pyproject.toml
-	@echo "Installing the course into $(VENV) (first run only; about a minute)..."
+# Every package at the version LOCK names, checked against its hashes; then the course itself,
+# without letting pip pick anything more (its build backend, setuptools, is in the lock too).
+# conftest.py checks at start-up that what is installed is still what LOCK says.
+$(VENV)/.installed: $(LOCK) pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
+		echo "$(LOCK) is for Python 3.11, and $(PYTHON) is $$($(PYTHON) --version 2>&1)."; \
+		echo "Install Python 3.11 and run: PYTHON=python3.11 make $(or $(MAKECMDGOALS),install)"; exit 1; }
+	@echo "Installing the course's locked packages into $(VENV) (first run only; about a minute)..."
 	@$(PYTHON) -m venv $(VENV)
-	@{ $(PY) -m pip install --upgrade pip && $(PY) -m pip install -e ".[dev]"; } > $(VENV)/install.log 2>&1 \
+	@{ $(PY) -m pip install --require-hashes -r $(LOCK) \
+		&& $(PY) -m pip install --no-deps --no-build-isolation -e .; } > $(VENV)/install.log 2>&1 \
 		|| { tail -n 30 $(VENV)/install.log; echo "install failed: the whole log is in $(VENV)/install.log"; exit 1; }
 	@touch $@
 
 install: $(VENV)/.installed
+
+## After changing pyproject.toml's dependencies: resolve them again into the lock file (other pins stay;
+## UPGRADE=1 moves every package to its newest version). Then `make install` installs the new lock.
+lock:
+	@$(PYTHON) -m venv $(LOCK_TOOL) && $(LOCK_TOOL)/bin/pip install -q uv==$(UV_VERSION) > $(LOCK_TOOL)/install.log 2>&1 \
+		|| { cat $(LOCK_TOOL)/install.log; exit 1; }
+	@$(LOCK_TOOL)/bin/$(LOCK_COMMAND) --no-header --quiet $(if $(UPGRADE),--upgrade)
+	@{ printf '%s\n' \
+		"# The course's lock file: every package \`make install\` puts in .venv, at one version, with the" \
+		"# sha256 of each of its files, for CPython 3.11 on Linux x86_64 (the course's machines and CI)." \
+		"# make install runs: pip install --require-hashes -r $(LOCK) && pip install --no-deps --no-build-isolation -e ." \
+		"# Do not edit it by hand. After changing the dependencies in pyproject.toml (or requirements/build.in)," \
+		"# regenerate it with \`make lock\` (\`make lock UPGRADE=1\`: the newest version of everything), which runs" \
+		"# uv $(UV_VERSION) (existing pins are kept unless UPGRADE=1 adds --upgrade):" \
+		"#   $(LOCK_COMMAND)" ""; cat $(LOCK); } > $(LOCK).new
+	@mv $(LOCK).new $(LOCK)
+	@echo "$(LOCK): $$(grep -c '==' $(LOCK)) packages. Now run make install, and commit $(LOCK)."
 
 ## All tests against the solutions, the contract checks on the starters, every notebook (2 workers).
 test: install
