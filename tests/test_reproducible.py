@@ -20,6 +20,7 @@ from mini_vllm.labs import LABS_DIR, REPO_ROOT, lab_dir
 from mini_vllm.reproducible import (
     FIX_COMMAND,
     LOCK_FILE,
+    UNLOCKED_EXIT,
     canonical_name,
     check_installed,
     installed_versions,
@@ -148,7 +149,7 @@ def test_conftest_stops_a_graded_run_and_warns_any_other(tmp_path: Path, graded:
     output = done.stdout + done.stderr
     assert "hypothesis 0.0.1 (locked: " in output and "make install" in output, output
     if graded:
-        assert done.returncode == pytest.ExitCode.USAGE_ERROR and "grading stopped" in output, output
+        assert done.returncode == UNLOCKED_EXIT and "grading stopped" in output, output
         assert not (tmp_path / "results.json").exists(), "a stopped grading wrote results"
     else:
         assert done.returncode == 0 and "warning: the installed packages" in output, output
