@@ -24,7 +24,7 @@ LOCK_TOOL := build/lock-tool
 LOCK_COMMAND := uv pip compile pyproject.toml requirements/build.in --extra dev --generate-hashes \
 	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu -o $(LOCK)
 
-.PHONY: install lock test grade notebooks jupyter serve demo browser bench timings mutants lint clean
+.PHONY: install lock test fixtures release autograder grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
 
 # Every package at the version LOCK names, checked against its hashes; then the course itself,
 # without letting pip pick anything more (its build backend, setuptools, is in the lock too).
@@ -46,6 +46,7 @@ $(VENV)/.installed: $(LOCK) pyproject.toml
 
 install: $(VENV)/.installed
 
+# >>> instructor  (make release leaves these lines out of the student's Makefile)
 ## After changing pyproject.toml's dependencies: resolve them again into the lock file (other pins stay;
 ## UPGRADE=1 moves every package to its newest version). Then `make install` installs the new lock.
 lock:
@@ -66,6 +67,12 @@ lock:
 ## All tests against the solutions, the contract checks on the starters, every notebook (2 workers).
 test: install
 	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist loadgroup
+
+## The student's repository in DEST (a new folder): one commit, no solutions, no instructor/ folder.
+release: install
+	@if [ -z "$(DEST)" ]; then echo "usage: make release DEST=../course-release  (a new folder)"; exit 2; fi
+	$(PY) -m instructor.release $(DEST)
+# <<< instructor
 
 ## Grade LAB_IMPL (default: your starters): scorecard + results.json. Non-zero exit unless all pass.
 grade: run-grade
@@ -92,7 +99,8 @@ run-lab-%: install
 # banner under the scorecard. Instead the last recipe reads the saved pytest status and stops
 # make with one sentence of ours ($(error) exits with status 2).
 # pytest's exit 5 means it selected no test at all (ARGS="-k ..." matched nothing), and exit 4 that it
-# refused the command line (a usage error): neither is a grade.
+# refused the command line (a usage error), and exit 6 that conftest.py found packages other than the
+# locked ones (mini_vllm/reproducible.py): none of them is a grade.
 verdict = $(if $(filter 5,$(shell cat $(STATUS)-$(1) 2>/dev/null)),$(error \
 	$(1): no test was selected (pytest exit 5), so nothing was graded; check the -k or -m in ARGS, or TASK),$(if \
 	$(filter 4,$(shell cat $(STATUS)-$(1) 2>/dev/null)),$(error \
@@ -108,18 +116,19 @@ verdict = $(if $(filter 5,$(shell cat $(STATUS)-$(1) 2>/dev/null)),$(error \
 notebooks: install
 	$(PY) -m jupyter nbconvert --to html --execute --output-dir build/notebooks $(NOTEBOOKS)/*.ipynb
 
-## The lesson notebooks in Jupyter, running the LAB_IMPL you choose (default: the reference solutions).
+## The lesson notebooks in Jupyter, running the LAB_IMPL you choose (default: solution.py where the
+## reference ships, as in the instructor's copy; your starter.py in the student's copy, which has none).
 jupyter: install
-	LAB_IMPL=$(or $(LAB_IMPL),solution) $(VENV)/bin/jupyter lab $(NOTEBOOKS)
+	$(VENV)/bin/jupyter lab $(NOTEBOOKS)
 
-## The OpenAI-compatible server on 127.0.0.1:8000, serving the LAB_IMPL you choose (default: the solution).
+## The OpenAI-compatible server on 127.0.0.1:8000, serving the LAB_IMPL you choose (the default as for jupyter).
 serve: install
 	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe) \
 		--reasoning-field $(or $(REASONING_FIELD),reasoning)
 
 ## The same server; open its demo page to watch naive decoding and your pipeline side by side.
 demo: install
-	@echo "Demo page: http://127.0.0.1:$(or $(PORT),8000)/demo  (LAB_IMPL=$(or $(LAB_IMPL),solution); Ctrl-C stops)"
+	@echo "Demo page: http://127.0.0.1:$(or $(PORT),8000)/demo  (Ctrl-C stops)"
 	$(PY) -m mini_vllm serve --port $(or $(PORT),8000) --tokenizer $(or $(TOKENIZER),bpe)
 
 ## Headless Chromium, its driver, CJK and emoji fonts for the demo's browser test, installed with apt when missing.
@@ -141,6 +150,8 @@ browser:
 bench: install
 	$(PY) -m bench.run
 
+# >>> instructor
+
 ## Time the README's table here (warm): make grade, each lab on the reference, make test. ARGS=--no-test skips the last.
 timings: install
 	$(PY) -m bench.timings $(ARGS)
@@ -150,6 +161,22 @@ timings: install
 mutants: install
 	@if [ -z "$(LAB)" ]; then echo "usage: make mutants LAB=03  (the labs: $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' '))"; exit 2; fi
 	$(PY) -m instructor.mutants $(LAB) $(ARGS)
+
+## The Gradescope autograder: build/autograder.zip (setup.sh, run_autograder, the course). See TEACHING.md.
+autograder: install
+	$(PY) -m instructor.autograder.build
+
+## Grade a class as the autograder would: SUBMISSIONS=dir holds one folder or .zip per student.
+## Writes build/batch/scores.csv and build/batch/<student>/results.json. ARGS="--jobs 4" and more: --help.
+grade-batch: install
+	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir  (one folder or .zip per student)"; exit 2; fi
+	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(ARGS)
+
+## Record what the tests need from the reference solutions (mini_vllm/testing/fixtures/); commit the result.
+## `make test` fails while a recording is stale. ARGS=--check only reports; ARGS=--redraw draws lab-07's texts again.
+fixtures: install
+	$(PY) -m instructor.fixtures $(ARGS)
+# <<< instructor
 
 lint: install
 	$(PY) -m ruff check .

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from mini_vllm.kv_pool import BlockPool
+from mini_vllm.kv_pool import BlockPool, NoFreeBlocks
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.toy_model import ToyModel
 
 MAX_MODEL_LEN = 32768  # the toy model's context window, in tokens (a prompt and its reply together)
+RECENT_IDS = 1000  # how many finished and aborted request ids the statistics remember (the counts are exact)
 
 
 class EngineOutput(NamedTuple):
@@ -32,8 +34,21 @@ class EngineOutput(NamedTuple):
 
 @dataclass
 class EngineStats:
-    finished: list[str] = field(default_factory=list)
-    aborted: list[str] = field(default_factory=list)
+    """Counts of finished and aborted requests, and the most recent ids of each (a server runs for weeks:
+    a list of every id would grow by one string per request forever)."""
+
+    num_finished: int = 0
+    num_aborted: int = 0
+    finished: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_IDS))
+    aborted: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_IDS))
+
+    def record(self, request_id: str, aborted: bool) -> None:
+        if aborted:
+            self.num_aborted += 1
+            self.aborted.append(request_id)
+        else:
+            self.num_finished += 1
+            self.finished.append(request_id)
 
 
 class Engine:
@@ -49,6 +64,7 @@ class Engine:
         self.stats = EngineStats()
         self.max_model_len = max_model_len  # prompt + reply, in tokens: the context window
         self._running: set[str] = set()
+        self._waiting: deque[tuple[str, int, asyncio.Future[None]]] = deque()  # FIFO: (id, tokens, admitted)
 
     @functools.cached_property
     def max_token_bytes(self) -> int:
@@ -61,21 +77,75 @@ class Engine:
     def running(self) -> frozenset[str]:
         return frozenset(self._running)
 
-    def admit(self, request_id: str, num_prompt_tokens: int) -> None:
-        """Take the blocks for the prompt and the first token, or raise NoFreeBlocks (the server's 503)."""
-        self.pool.reserve(request_id, num_prompt_tokens + 1)
+    @property
+    def capacity_tokens(self) -> int:
+        """The most tokens one request can ever hold: the context window, or the whole pool if that is smaller."""
+        return min(self.max_model_len, self.pool.num_blocks * self.pool.block_size)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting)
+
+    def admit(self, request_id: str, num_prompt_tokens: int, max_tokens: int = 1) -> None:
+        """Take the blocks for the prompt and ``max_tokens`` more now, or raise NoFreeBlocks.
+
+        With its reply's blocks reserved up front, a request can never be cut short by others
+        using the pool (``generate`` takes more only for a request admitted with fewer).
+        """
+        self.pool.reserve(request_id, num_prompt_tokens + max_tokens)
         self._running.add(request_id)
 
+    async def wait_to_admit(self, request_id: str, num_prompt_tokens: int, max_tokens: int) -> None:
+        """:meth:`admit`, waiting in line (first come, first served) while the pool is too full.
+
+        The caller checks first that the request fits the pool at all (``capacity_tokens``): one
+        that never could would wait forever. Cancelling the wait leaves the line, holding nothing.
+        """
+        needed = num_prompt_tokens + max_tokens
+        if not self._waiting and self.pool.try_reserve(request_id, needed):
+            self._running.add(request_id)
+            return
+        admitted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (request_id, needed, admitted)
+        self._waiting.append(entry)
+        try:
+            await admitted
+        except asyncio.CancelledError:
+            if entry in self._waiting:
+                self._waiting.remove(entry)
+            elif admitted.done() and not admitted.cancelled():  # admitted just as it was cancelled: give it back
+                self._release(request_id, aborted=True)
+            raise
+
+    def _admit_waiting(self) -> None:
+        """Admit the requests at the head of the line, in order, while their blocks are free."""
+        while self._waiting:
+            request_id, needed, admitted = self._waiting[0]
+            if admitted.done():  # cancelled while waiting
+                self._waiting.popleft()
+                continue
+            try:
+                self.pool.reserve(request_id, needed)
+            except NoFreeBlocks:
+                return  # the head waits for more blocks; nobody overtakes it
+            self._waiting.popleft()
+            self._running.add(request_id)
+            admitted.set_result(None)
+
     async def generate(self, request_id: str, prompt_ids: Sequence[int], user_message: str,
-                       params: SamplingParams) -> AsyncIterator[EngineOutput]:
+                       params: SamplingParams,
+                       choose: Callable[[Sequence[int]], int] | None = None) -> AsyncIterator[EngineOutput]:
         """Stream the reply's token ids. Leaving early (break, cancellation) aborts the request.
 
-        Before handing out a token, the engine makes room for the next one; if the pool is
-        full, this token is the last, with finish reason "length", as when max_tokens runs out.
+        A request admitted with its ``max_tokens`` reserved (as the server admits them) already
+        holds every block it can use. One started here without admission holds only its prompt
+        and first token: before handing out a token the engine makes room for the next, and if
+        the pool is full, this token is the last, with finish reason "length".
         """
         if request_id not in self._running:
             self.admit(request_id, len(prompt_ids))
-        reply = self.model.reply_ids(user_message, prompt_ids)
+        # The scripted reply, or (structured outputs, lab-08) a reply chosen token by token under a grammar.
+        reply = self.model.reply_ids(user_message, prompt_ids) if choose is None else chosen(choose, self.tokenizer)
         # Read once: this loop runs for every token of every request, and is the server's hot path.
         eos, delay, per_step, pool = self.tokenizer.eos_token_id, self.token_delay_s, self.tokens_per_step, self.pool
         room = pool.blocks_held(request_id) * pool.block_size  # tokens the held blocks can take
@@ -83,7 +153,7 @@ class Engine:
         step_ids: list[int] = []
         try:
             for count, token_id in enumerate(reply, start=1):
-                needed = len(prompt_ids) + count + 1  # this token and room for the next
+                needed = len(prompt_ids) + min(count + 1, params.max_tokens)  # this token and room for the next
                 if needed > room and pool.try_reserve(request_id, needed):  # a new block, only at a boundary
                     room = pool.blocks_held(request_id) * pool.block_size
                 if token_id == eos:
@@ -115,4 +185,15 @@ class Engine:
             return
         self._running.discard(request_id)
         self.pool.free(request_id)
-        (self.stats.aborted if aborted else self.stats.finished).append(request_id)
+        self.stats.record(request_id, aborted)
+        if self._waiting:
+            self._admit_waiting()
+
+
+def chosen(choose: Callable[[Sequence[int]], int], tokenizer: object) -> Iterator[int]:
+    """Token ids picked one at a time by ``choose`` (given the reply so far), up to and including EOS."""
+    eos = tokenizer.eos_token_id  # type: ignore[attr-defined]
+    ids: list[int] = []
+    while not ids or ids[-1] != eos:
+        ids.append(choose(ids))
+        yield ids[-1]

@@ -4,7 +4,8 @@ Tests, notebooks, benchmarks and the server all call :func:`load_lab`, so they a
 agree on whose code is under test.
 
 - ``LAB_IMPL`` names the module file loaded from each lab folder: ``solution`` (the
-  default), ``starter``, or any other name (``LAB_IMPL=submission`` loads
+  default where the reference ships: the instructor's copy), ``starter`` (the default in the
+  student's release, which has no ``solution.py``), or any other name (``LAB_IMPL=submission`` loads
   ``submission.py``, so an instructor can drop a student's file in and grade it).
 - ``LAB_IMPL_03=...`` (any lab number) overrides the choice for that lab only, and
   may also be a path to a ``.py`` file anywhere. Useful when one lab composes
@@ -27,8 +28,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 LABS_DIR = REPO_ROOT / "phase-16-serving-apis-and-parsers" / "labs"
 DEFAULT_IMPL = "solution"
 # The order the course teaches the labs in: bytes, BPE tokens, the three text hold-backs, the server,
-# then the typed event streams the server speaks to agents.
-RECOMMENDED_ORDER = ("03", "04", "05", "06", "01", "02", "07")
+# then the typed event streams the server speaks to agents, then the sampler's side of the same seam.
+RECOMMENDED_ORDER = ("03", "04", "05", "06", "01", "02", "07", "08")
 
 _loaded: dict[Path, ModuleType] = {}
 
@@ -49,9 +50,26 @@ def lab_number(lab: str) -> str:
     return match.group(1)
 
 
+def default_impl() -> str:
+    """``solution`` where the reference solutions ship (the instructor's copy), else ``starter``.
+
+    The student's release has no ``solution.py``: there the notebooks, the
+    server and the demo run the student's own code unless told otherwise.
+    """
+    return DEFAULT_IMPL if any(LABS_DIR.glob(f"lab-*/{DEFAULT_IMPL}.py")) else "starter"
+
+
 def chosen_impl(lab: str) -> str:
-    """What the environment asks for: ``LAB_IMPL_<NN>``, else ``LAB_IMPL``, else ``solution``."""
-    return (os.environ.get(f"LAB_IMPL_{lab_number(lab)}") or os.environ.get("LAB_IMPL") or DEFAULT_IMPL).strip()
+    """What the environment asks for: ``LAB_IMPL_<NN>``, else ``LAB_IMPL``, else :func:`default_impl`."""
+    return (os.environ.get(f"LAB_IMPL_{lab_number(lab)}") or os.environ.get("LAB_IMPL") or default_impl()).strip()
+
+
+def reference_lab(lab: str) -> ModuleType | None:
+    """The reference solution of ``lab``, or None in the student's release (which ships none)."""
+    try:
+        return load_lab(lab, DEFAULT_IMPL)
+    except FileNotFoundError:
+        return None
 
 
 def impl_path(lab: str, impl: str | None = None) -> Path:
@@ -110,7 +128,7 @@ def _whose(impl: str) -> str:
 
 def describe_choice() -> str:
     """One line for banners: which implementation runs, in a student's terms."""
-    impl = os.environ.get("LAB_IMPL") or DEFAULT_IMPL
+    impl = os.environ.get("LAB_IMPL") or default_impl()
     if impl == "starter":
         line = "LAB_IMPL=starter: grading YOUR code in starter.py"
     elif impl == DEFAULT_IMPL:

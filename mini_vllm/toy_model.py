@@ -8,12 +8,20 @@ Like a real model, it reads the end of its prompt: when the chat template alread
 the thought (``<think>\n``), it does not write `<think>` again, and when the last turn is a
 tool's result (a ChatML ``tool`` turn), it answers by quoting that result, so an agent loop
 that called a tool can finish.
+
+For constrained decoding (lab-08) it also has a *scoring mode*: :meth:`ToyModel.scores` gives
+seeded scores over the whole vocabulary, biased toward every token that continues its
+scripted reply, so a sampler has a real choice to make. Replies asked for as JSON are chatty
+(prose around the object, as real models write them), so the unconstrained choice breaks a
+schema and the masked one cannot. The scripted replies of :meth:`ToyModel.reply_ids` do not
+change.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -99,6 +107,38 @@ def tool_result(prompt_tail: str) -> str | None:
     return result
 
 
+# Scoring mode (lab-08). A request that mentions JSON gets a reply with prose around the object;
+# "think json" thinks first. These apply to scores() only: reply_ids() keeps the scripts above.
+WEATHER_JSON: dict[str, Any] = {"city": "東京", "temperature": 18, "unit": "celsius", "note": "🌸 花見 🫨"}
+WEATHER_JSON_TEXT = json.dumps(WEATHER_JSON, ensure_ascii=False)
+JSON_THOUGHT = "\nThey want JSON. 東京 is 18 degrees 🫨.\n"
+SCORED_SCRIPTS: dict[str, str] = {
+    "think json": THINK_OPEN + JSON_THOUGHT + THINK_CLOSE + "\n\nHere you go: " + WEATHER_JSON_TEXT + " Enjoy!",
+    "json": "Sure! Here is the weather as JSON:\n```json\n" + WEATHER_JSON_TEXT + "\n```\nAnything else?",
+}
+SCRIPT_BONUS = 2.0  # added to every token that continues the script: above any noise
+NOISE = 1.0  # seeded uniform noise in [0, NOISE): which continuation wins, and the order of the rest
+LOOK_BACK = 24  # how many bytes of its own output the model uses to find its place in the script again
+
+
+def scored_script(user_message: str, seed: int = 0) -> str:
+    """The reply scores() leans toward (the chatty JSON replies, else the usual script)."""
+    lowered = user_message.lower()
+    return next((reply for key, reply in SCORED_SCRIPTS.items() if key in lowered), script_for(user_message, seed))
+
+
+def place_in_script(script: bytes, output: bytes) -> int | None:
+    """Where the script continues after ``output``: right after it when it is a prefix of the script,
+    else after the first occurrence of the longest tail of it (a masked reply skips the prose), else None."""
+    if script.startswith(output):
+        return len(output)
+    for size in range(min(LOOK_BACK, len(output)), 0, -1):
+        at = script.find(output[-size:])
+        if at >= 0:
+            return at + size
+    return None
+
+
 class ToyModel:
     """Turns a user message into the token ids of its scripted reply, ending with EOS."""
 
@@ -125,3 +165,39 @@ class ToyModel:
         if reply.startswith(THINK_OPEN + "\n"):
             return reply[len(THINK_OPEN + "\n") :]  # the template wrote "<think>\n" already
         return EMPTY_THOUGHT.lstrip("\n") + THINK_CLOSE + "\n\n" + reply
+
+    def scores(self, user_message: str, output_ids: Sequence[int]) -> list[float]:
+        """Scoring mode: one score per token id for the next token after ``output_ids``.
+
+        Seeded noise (the seed and the step) plus :data:`SCRIPT_BONUS` for every token whose
+        bytes continue the scripted reply from where the output stands in it, a little more
+        for longer ones; EOS gets the bonus once the script is done. Special tokens never get
+        it. Deterministic: the same arguments give the same scores.
+        """
+        tokenizer = self.tokenizer
+        special = set(tokenizer.all_special_ids)
+        output = b"".join(tokenizer.decode_single_token_bytes(i) for i in output_ids if i not in special)
+        script = scored_script(user_message, self.seed).encode("utf-8")
+        rng = random.Random(f"scores:{self.seed}:{len(output_ids)}:{user_message}")
+        scores = [rng.random() * NOISE for _ in range(tokenizer.vocab_size)]
+        at = place_in_script(script, output)
+        if at is None:
+            return scores
+        rest = script[at:]
+        if not rest:
+            scores[tokenizer.eos_token_id] += SCRIPT_BONUS
+            return scores
+        for token_id, data in enumerate(_token_bytes(tokenizer)):
+            if data and token_id not in special and rest.startswith(data):
+                scores[token_id] += SCRIPT_BONUS + len(data) / (len(data) + 1)
+        return scores
+
+
+_BYTES_CACHE: weakref.WeakKeyDictionary[Any, list[bytes]] = weakref.WeakKeyDictionary()
+
+
+def _token_bytes(tokenizer: Tokenizer) -> list[bytes]:
+    """Every token's bytes (special ones included), computed once per tokenizer object."""
+    if tokenizer not in _BYTES_CACHE:
+        _BYTES_CACHE[tokenizer] = [tokenizer.decode_single_token_bytes(i) for i in range(tokenizer.vocab_size)]
+    return _BYTES_CACHE[tokenizer]

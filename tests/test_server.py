@@ -10,7 +10,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
@@ -123,7 +124,7 @@ def test_engine_streams_the_script_and_frees_blocks_when_done() -> None:
 
     ids = asyncio.run(run())
     assert engine.tokenizer.decode(ids, skip_special_tokens=True) == script_for("emoji")
-    assert engine.pool.num_free_blocks == engine.pool.num_blocks and engine.stats.finished == ["r1"]
+    assert engine.pool.num_free_blocks == engine.pool.num_blocks and list(engine.stats.finished) == ["r1"]
 
 
 @pytest.mark.parametrize("k", [1, 3, 8])
@@ -157,7 +158,7 @@ def test_engine_abort_frees_blocks_at_once() -> None:
         await stream.aclose()
 
     asyncio.run(run())
-    assert engine.pool.num_free_blocks == 64 and engine.stats.aborted == ["r1"] and not engine.running
+    assert engine.pool.num_free_blocks == 64 and list(engine.stats.aborted) == ["r1"] and not engine.running
 
 
 def test_toy_model_scripts_are_chosen_by_keyword_and_deterministic() -> None:
@@ -166,21 +167,30 @@ def test_toy_model_scripts_are_chosen_by_keyword_and_deterministic() -> None:
     assert script_for("hi", seed=1) == script_for("hi", seed=1)
 
 
-def test_a_full_kv_cache_ends_a_reply_with_length_503_only_while_busy() -> None:
-    engine = Engine(ToyModel(build_engine("byte").tokenizer), BlockPool(num_blocks=8, block_size=16))  # 128 tokens
+def test_a_full_kv_cache_makes_a_request_wait_never_cuts_one_short() -> None:
+    """Admission reserves the prompt and max_tokens: a request that cannot get them now waits its turn
+    (first come, first served) and then runs to its own max_tokens; one that never could is a 400."""
+    engine = Engine(ToyModel(build_engine("byte").tokenizer), BlockPool(num_blocks=8, block_size=16),  # 128 tokens
+                    token_delay_s=0.005)
+    request = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "long"}], "max_tokens": 60}
     with BackgroundServer(engine, pipeline=SOLUTION) as running:
-        reply = client(running).chat.completions.create(
-            model=MODEL_NAME, messages=[{"role": "user", "content": "long"}], max_tokens=10_000)
-        assert reply.choices[0].finish_reason == "length", "out of KV blocks: the reply ends, flagged as cut"
-        assert script_for("long").startswith(reply.choices[0].message.content or "")
-        assert engine.pool.num_free_blocks == 8 and not engine.running
-        with pytest.raises(openai.BadRequestError) as never:  # a prompt bigger than the whole cache: retrying is futile
-            client(running).chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "x" * 200}])
+        with pytest.raises(openai.BadRequestError) as never:  # more than the whole cache: retrying is futile
+            client(running).chat.completions.create(**{**request, "max_tokens": 10_000})
         assert never.value.code == "context_length_exceeded", never.value.body
-        engine.pool.reserve("someone-else", 120)  # the cache is busy right now: that one is worth a retry
-        try:
-            with pytest.raises(openai.InternalServerError) as busy:
-                client(running).chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "hi"}])
-        finally:
-            engine.pool.free("someone-else")
-        assert busy.value.status_code == 503 and "KV cache is full" in str(busy.value)
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(client(running).chat.completions.create, **request)
+            wait_until(lambda: engine.running, "the first request to hold its blocks")
+            second = pool.submit(client(running).chat.completions.create, **request)
+            wait_until(lambda: engine.num_waiting == 1, "the second request to wait: 2 blocks are free, it needs 6")
+            replies = [first.result(), second.result()]
+        for reply in replies:
+            assert reply.choices[0].finish_reason == "length" and reply.usage, reply
+            assert reply.usage.completion_tokens == 60, f"cut short at {reply.usage.completion_tokens} tokens"
+        assert engine.pool.num_free_blocks == 8 and not engine.running and not engine.num_waiting
+
+
+def wait_until(condition: Callable[[], object], what: str, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting: {what}"
+        time.sleep(0.005)

@@ -3,7 +3,7 @@
 The servers run the reference pipeline (lab-02) and the reference formatters (lab-07) as
 ``LAB_IMPL`` chooses (``make test`` sets ``solution``). Every stream is also checked by the
 grammar acceptors of ``mini_vllm/testing/events.py`` and its channels against lab-02's output
-for the same reply (``mini_vllm/testing/replies.py``), at 1 and 3 tokens per step.
+for the same reply (``instructor/replies.py``), at 1 and 3 tokens per step.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import httpx
 import openai
 import pytest
 
+from instructor.replies import reply_run
 from mini_vllm.labs import load_lab
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
 from mini_vllm.testing.events import (
@@ -33,7 +34,6 @@ from mini_vllm.testing.events import (
     responses_channels,
     sdk_problem,
 )
-from mini_vllm.testing.replies import reply_run
 from mini_vllm.toy_model import TOOL_RESULT_REPLY, WEATHER_CALL
 
 SERVERS = [("byte", 1), ("bpe", 3)]
@@ -222,7 +222,7 @@ def test_anthropic_errors_are_anthropic_shaped(server: BackgroundServer) -> None
     for body, words in (({"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
                         ({"model": MODEL_NAME, "max_tokens": 5, "messages": "hi"}, "messages"),
                         ({"model": MODEL_NAME, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}],
-                          "tool_choice": {"type": "any"}}, "tool_choice")):
+                          "tool_choice": {"type": "any"}}, "tool_choice")):  # "any" needs tools
         reply = httpx.post(root + "/v1/messages", json=body)
         assert reply.status_code == 400, reply.text
         assert reply.json()["type"] == "error" and reply.json()["error"]["type"] == "invalid_request_error", reply.text

@@ -102,7 +102,8 @@ def test_a_client_that_leaves_a_whole_response_aborts_it_and_frees_its_blocks(sl
     for _ in range(4):
         connection = http.client.HTTPConnection("127.0.0.1", slow_server.port, timeout=30)
         connection.request("POST", "/v1/chat/completions", headers={"content-type": "application/json"},
-                           body=json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "long"}]}))
+                           body=json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "long"}],
+                                           "max_tokens": 4000}))  # the default would reserve the whole pool
         connections.append(connection)
     wait_until(lambda: len(engine.running) == 4, "four requests running")
     assert engine.pool.num_free_blocks < free_before

@@ -3,20 +3,28 @@
 Enabled by the ``--grade results.json`` option (``make grade`` does this). Each graded test
 carries ``@pytest.mark.task(n)`` (optionally ``points=k``); the test module's ``TASKS``
 dict names the tasks. Tests marked ``control`` prove a bug exists and are not graded.
+
+What a lab and a task are worth is the course's policy (``grading.toml``, read by
+:mod:`mini_vllm.testing.policy`): a task's weight is shared by its tests in proportion to their
+``points``. The results file follows Gradescope's specification (:mod:`mini_vllm.testing.gradescope`).
 """
 
 from __future__ import annotations
 
-import json
+import math
 import re
+import time
 from collections import defaultdict
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from mini_vllm.labs import RECOMMENDED_ORDER, describe_choice, lab_number
+from mini_vllm.testing.gradescope import write_results
+from mini_vllm.testing.policy import PolicyError, load_policy
 from mini_vllm.testing.trace import FIRST_WRONG_STEP
 
 
@@ -31,6 +39,7 @@ class GradedTest:
     control: bool = False  # proves a bug is real; reported with max_score 0, never graded
     composes: tuple[str, ...] = ()  # other labs this test runs (their code can fail first)
     details: str = ""  # the whole exception message, for results.json ("" when passed)
+    weight: Fraction = Fraction(0)  # what it is worth under grading.toml (its task's weight, shared)
 
     @property
     def hint(self) -> list[str]:
@@ -49,12 +58,19 @@ class Grader:
     results_path: Path
     tests: dict[str, GradedTest] = field(default_factory=dict)
     deselected: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # per lab: left out by -k, -m, …
+    # Per (lab, task): the points of the tests left out, so a task's weight is shared by all its tests, not by
+    # the ones a -k happened to select.
+    deselected_points: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
+    started: float = field(default_factory=time.monotonic)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         for item in items:
             lab = _lab_of(item)
             if lab is not None and _is_graded(item):
                 self.deselected[lab] += 1
+                marker = item.get_closest_marker("task")
+                assert marker is not None  # _is_graded
+                self.deselected_points[lab, int(marker.args[0])] += int(marker.kwargs.get("points", 1))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for item in session.items:
@@ -71,6 +87,22 @@ class Grader:
                 lab=lab, task=task, task_title=titles.get(task, ""), name=item.name, points=points, control=control,
                 composes=tuple(f"lab-{n}" for n in composes.args) if composes else (),
             )
+        self._weigh()
+
+    def _weigh(self) -> None:
+        """Give each graded test its share of its task's weight (grading.toml)."""
+        raw: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        for (lab, task), points in self.deselected_points.items():
+            raw[lab][task] += points
+        graded = [t for t in self.tests.values() if not t.control]
+        for test in graded:
+            raw[test.lab][test.task] += test.points
+        try:
+            weights = {lab: load_policy().task_weights(lab, tasks) for lab, tasks in raw.items()}
+        except PolicyError as error:
+            raise pytest.UsageError(str(error)) from None
+        for test in graded:
+            test.weight = weights[test.lab][test.task] * test.points / raw[test.lab][test.task]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -97,39 +129,45 @@ class Grader:
             graded.details = report.longreprtext
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        write = terminalreporter.write_line
         graded = [t for t in self.tests.values() if not t.control]
         ran = [t for t in graded if t.passed is not None]
+        summary = self.summary(graded, ran)
+        lines = self.scorecard(graded, summary)
+        for line in lines:
+            terminalreporter.write_line(line)
+        write_results(self.results_path, ran, scorecard="\n".join(lines).strip("\n"), partial=summary,
+                      execution_time=time.monotonic() - self.started)
+        terminalreporter.write_line(f"results written to {self.results_path}")
+
+    def scorecard(self, graded: list[GradedTest], summary: str) -> list[str]:
+        """The scorecard's lines: each lab, each task with its first failure, the total."""
         by_lab: dict[str, list[GradedTest]] = defaultdict(list)
         for test in graded:
             by_lab[test.lab].append(test)
         order = {number: rank for rank, number in enumerate(RECOMMENDED_ORDER)}
-        total, earned = _points(ran)
+        total, earned = _points([t for t in graded if t.passed is not None])
         width = max([len(t.task_title) + 10 for t in graded] + [len(lab) for lab in by_lab] + [40])
-        write("")
-        write(f"Scorecard — {describe_choice()}")
+        lines = ["", f"Scorecard — {describe_choice()}"]
         for lab in sorted(by_lab, key=lambda name: order.get(lab_number(name), 99)):
             tests = by_lab[lab]
             lab_max, lab_got = _points([t for t in tests if t.passed is not None])
-            write("")
-            write(f"{lab:<{width}} {lab_got:>3} / {lab_max:<3}{_partial(tests, self.deselected.get(lab, 0))}")
+            lines += ["", f"{lab:<{width}} {_fmt(lab_got):>5} / {_fmt(lab_max):<5}"
+                          f"{_partial(tests, self.deselected.get(lab, 0))}"]
             for task in sorted({t.task for t in tests}):
                 in_task = [t for t in tests if t.task == task]
                 task_max, task_got = _points([t for t in in_task if t.passed is not None])
-                write(f"  task {task}  {in_task[0].task_title:<{width - 10}} {task_got:>3} / {task_max:<3}"
-                      f"{_partial(in_task)}")
+                lines.append(f"  task {task}  {in_task[0].task_title:<{width - 10}} {_fmt(task_got):>5} / "
+                             f"{_fmt(task_max):<5}{_partial(in_task)}")
                 failed = [t for t in in_task if t.passed is False]
                 if failed:
-                    write(f"           first failure: {failed[0].name}")
+                    lines.append(f"           first failure: {failed[0].name}")
                     for label, line in zip(("hint", "at"), failed[0].hint, strict=False):
-                        write(f"           {label}: {_shorten(line)}")
-        write("")
-        summary = self.summary(graded, ran)
+                        lines.append(f"           {label}: {_shorten(line)}")
+        lines.append("")
         if summary:
-            write(summary)
-        write(f"{'TOTAL':<{width}} {earned:>3} / {total:<3}")
-        self._write_results(ran, earned, total, summary)
-        write(f"results written to {self.results_path}")
+            lines.append(summary)
+        lines.append(f"{'TOTAL':<{width}} {_fmt(earned):>5} / {_fmt(total):<5}")
+        return lines
 
     def summary(self, graded: list[GradedTest], ran: list[GradedTest]) -> str:
         """One sentence when the run was not the whole grade: what was selected and what ran."""
@@ -143,23 +181,6 @@ class Grader:
         ran_part = f", {len(ran)} ran" if len(ran) != selected else ""
         return (f"Partial run: {selected} of {of} graded tests selected{ran_part}. "
                 "Points count only what ran: this is not the grade.")
-
-    def _write_results(self, ran: list[GradedTest], earned: int, total: int, summary: str) -> None:
-        tests = [
-            {
-                "name": f"{t.lab} › task {t.task} › {t.name}",
-                "score": t.points if t.passed else 0,
-                "max_score": t.points,
-                "output": "" if t.passed else t.details,
-                "visibility": "visible",
-                "tags": [f"composes {lab}" for lab in t.composes],
-            }
-            for t in ran  # what ran, graded only: controls, deselected and unreached tests are not results
-        ]
-        output = describe_choice() + (f"\n{summary}" if summary else "")
-        results = {"score": earned, "max_score": total, "output": output, "tests": tests}
-        self.results_path.parent.mkdir(parents=True, exist_ok=True)
-        self.results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _is_graded(item: pytest.Item) -> bool:
@@ -207,8 +228,16 @@ def failure_hint(details: str, lab: str, task: int) -> list[str]:
     return [message, f"step {where}" if where[:1].isdigit() else where]
 
 
-def _points(tests: list[GradedTest]) -> tuple[int, int]:
-    return sum(t.points for t in tests), sum(t.points for t in tests if t.passed)
+def _points(tests: list[GradedTest]) -> tuple[Fraction, Fraction]:
+    """(what the tests are worth, what they earned), exact."""
+    return sum((t.weight for t in tests), Fraction(0)), sum((t.weight for t in tests if t.passed), Fraction(0))
+
+
+def _fmt(points: Fraction) -> str:
+    """Points for the scorecard: whole numbers as such, else two decimals rounded down (never more than earned)."""
+    if points.denominator == 1:
+        return str(points.numerator)
+    return f"{math.floor(points * 100) / 100:.2f}".rstrip("0").rstrip(".")
 
 
 def _shorten(text: str, limit: int = 150) -> str:

@@ -1,42 +1,22 @@
-"""Lab-02's reference pipeline run the way the server runs it, for lab-07's tests and notebook.
+"""Lab-02's reference pipeline, as recorded: the StepOutput streams lab-07's tests and notebook format.
 
-Lab-07 formats a StepOutput stream; its tests need that stream, and what lab-02's chat
-output says the reply is (the oracle for every channel). Both come from the reference
-pipeline with every lab it composes pinned to its reference solution, so lab-07 grades
-the formatters only, whatever ``LAB_IMPL`` says about the other labs.
+Lab-07 formats a StepOutput stream; its tests need that stream, and what lab-02's chat output
+says the reply is (the oracle for every channel). Both were recorded from lab-02's reference
+pipeline over the reference labs it composes (``make fixtures``), so lab-07 grades the
+formatters only, whatever ``LAB_IMPL`` says about the other labs, and runs the same in the
+student's release, which has no reference to run.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import os
-from collections.abc import Iterator
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mini_vllm.families import load_tokenizer
-from mini_vllm.labs import load_lab
-from mini_vllm.sampling import SamplingParams
-from mini_vllm.tokenizer_base import Tokenizer, encode_continuation
-from mini_vllm.toy_model import ToyModel
+from mini_vllm.testing.recorded import STALE_HINT, load, step_from_data
 
-COMPOSED_LABS = ("01", "03", "04", "05", "06")
-
-
-@contextlib.contextmanager
-def reference_labs() -> Iterator[None]:
-    """Inside: ``load_lab`` picks every composed lab's reference solution (lab-02 picks its parts at construction)."""
-    saved = {lab: os.environ.get(f"LAB_IMPL_{lab}") for lab in COMPOSED_LABS}
-    os.environ.update({f"LAB_IMPL_{lab}": "solution" for lab in COMPOSED_LABS})
-    try:
-        yield
-    finally:
-        for lab, value in saved.items():
-            if value is None:
-                os.environ.pop(f"LAB_IMPL_{lab}", None)
-            else:
-                os.environ[f"LAB_IMPL_{lab}"] = value
+REPLIES_FILE = "lab07_replies.json.gz"
+CHATML_USER = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 
 
 @dataclass(frozen=True)
@@ -58,60 +38,63 @@ class ReplyRun:
     finish_reason: str | None = None
     stop_reason: str | None = None
 
+    def sum_up(self) -> ReplyRun:
+        """Fill the oracle fields from the steps: the channels joined, each call's name and joined arguments."""
+        calls: dict[int, list[str]] = {}
+        for step in self.steps:
+            self.reasoning += step.reasoning
+            self.text += step.text
+            for delta in step.tool_call_deltas:
+                if delta.name is not None:
+                    calls[delta.index] = [delta.name, ""]
+                calls[delta.index][1] += delta.arguments_fragment
+            self.finish_reason = step.finish_reason or self.finish_reason
+            self.stop_reason = step.stop_reason or self.stop_reason
+        self.calls = [Call(*calls[index]) for index in sorted(calls)]
+        return self
 
-CHATML_USER = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
+
+@dataclass(frozen=True)
+class TextRun:
+    """A reply text (drawn once from the tests' strategies when the data was recorded), and its run."""
+
+    text: str
+    tokens_per_step: int
+    run: ReplyRun
 
 
-@functools.cache
+def case_key(family: str, message: str, tokens_per_step: int = 1, max_tokens: int = 4096,
+             stop: tuple[str, ...] = (), thinking: bool = False) -> str:
+    return json.dumps([family, message, tokens_per_step, max_tokens, list(stop), thinking], ensure_ascii=False)
+
+
+def run_from_data(data: dict[str, Any]) -> ReplyRun:
+    run = ReplyRun([step_from_data(s) for s in data["steps"]], data["output_tokens"], data.get("error"))
+    return run.sum_up()
+
+
 def reply_run(family: str, message: str, tokens_per_step: int = 1, max_tokens: int = 4096,
               stop: tuple[str, ...] = (), thinking: bool = False) -> ReplyRun:
-    """The toy model's reply to ``message``, as the server would push it through lab-02 (cached)."""
-    tokenizer = load_tokenizer(family)
-    prompt_ids = tokenizer.encode(CHATML_USER.format(message) + ("<think>\n" if thinking else ""))
-    reply = ToyModel(tokenizer).reply_ids(message, prompt_ids)
-    return run_ids(tokenizer, prompt_ids, reply, tokens_per_step, max_tokens, stop, thinking)
+    """The toy model's reply to ``message`` in tokenizer ``family``, as the server pushes it through lab-02."""
+    key = case_key(family, message, tokens_per_step, max_tokens, stop, thinking)
+    recorded = load(REPLIES_FILE)["runs"]
+    if key not in recorded:
+        raise LookupError(f"no recorded reply for {key}: {STALE_HINT}")
+    return run_from_data(recorded[key])
 
 
-def text_run(family: str, text: str, tokens_per_step: int = 1) -> ReplyRun:
-    """Any reply text (a hypothesis draw, say) written by the model, then EOS, through lab-02."""
-    tokenizer = load_tokenizer(family)
-    prompt_ids = tokenizer.encode(CHATML_USER.format("hi"))
-    reply = [*encode_continuation(tokenizer, text), tokenizer.eos_token_id]
-    return run_ids(tokenizer, prompt_ids, reply, tokens_per_step)
+def text_runs() -> list[TextRun]:
+    """Reply texts with thoughts, prose and calls (quotes, braces, end tags in strings, CJK, emoji), each
+    written by the model on the byte tokenizer and pushed through lab-02 at its step size."""
+    return [TextRun(d["text"], d["tokens_per_step"], run_from_data(d["run"])) for d in load(REPLIES_FILE)["texts"]]
 
 
-def run_ids(tokenizer: Tokenizer, prompt_ids: list[int], reply: list[int], tokens_per_step: int = 1,
-            max_tokens: int = 4096, stop: tuple[str, ...] = (), thinking: bool = False) -> ReplyRun:
-    """Reply ids through lab-02's reference pipeline, grouped as the engine groups them, ended as the server ends."""
-    engine_reason = "stop"
-    if len(reply) > max_tokens:
-        reply, engine_reason = reply[:max_tokens], "length"
-    groups = [reply[i : i + tokens_per_step] for i in range(0, len(reply), tokens_per_step)]
-    with reference_labs():
-        lab = load_lab("lab-02", "solution")
-        pipeline = lab.OutputPipeline(tokenizer, prompt_ids, SamplingParams(max_tokens=max_tokens, stop=stop),
-                                      parse_tool_calls=True, parse_reasoning=True, starts_in_reasoning=thinking)
-    run = ReplyRun([], 0)
-    reason = "stop"
-    try:
-        for number, group in enumerate(groups, start=1):
-            run.output_tokens += len(group)
-            run.steps.append(pipeline.push(group))
-            if pipeline.stopped:
-                break
-            reason = engine_reason if number == len(groups) else reason
-        run.steps.append(pipeline.finish(reason))
-    except ValueError as error:  # a malformed call: lab-01's ToolCallParseError
-        run.error = f"{type(error).__name__}: {error}"
-    calls: dict[int, list[str]] = {}
-    for step in run.steps:
-        run.reasoning += step.reasoning
-        run.text += step.text
-        for delta in step.tool_call_deltas:
-            if delta.name is not None:
-                calls[delta.index] = [delta.name, ""]
-            calls[delta.index][1] += delta.arguments_fragment
-        run.finish_reason = step.finish_reason or run.finish_reason
-        run.stop_reason = step.stop_reason or run.stop_reason
-    run.calls = [Call(*calls[index]) for index in sorted(calls)]
-    return run
+def reference_stream(api: str, family: str, message: str, tokens_per_step: int = 1, max_tokens: int = 4096,
+                     stop: tuple[str, ...] = (), thinking: bool = False) -> list[dict[str, Any]]:
+    """The reference lab-07 formatter's whole stream of events (``api``: responses or messages) for a reply."""
+    key = f"{api} {case_key(family, message, tokens_per_step, max_tokens, stop, thinking)}"
+    recorded = load(REPLIES_FILE)["streams"]
+    if key not in recorded:
+        raise LookupError(f"no recorded {api} stream for {key}: {STALE_HINT}")
+    copy: list[dict[str, Any]] = json.loads(json.dumps(recorded[key]))  # a test may not change what the next reads
+    return copy

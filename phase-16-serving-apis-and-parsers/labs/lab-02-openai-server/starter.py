@@ -1,7 +1,7 @@
 """Lab 02 starter: the output pipeline behind an OpenAI-compatible server.
 
 Fill in the tasks below (see README.md, "Your task"). The server shell is given
-(mini_vllm/server.py); it calls this module for every request. Run the tests with:
+(mini_vllm/server/); it calls this module for every request. Run the tests with:
 
     make lab-02
 

@@ -25,9 +25,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mini_vllm import load_tokenizer
-from mini_vllm.labs import load_lab
+from mini_vllm.labs import load_lab, reference_lab
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
+from mini_vllm.testing.replay import replay_pipeline
 from mini_vllm.testing.strategies import WrittenReply, written_tool_call_replies
 from mini_vllm.testing.trace import Step, format_trace
 from mini_vllm.tokenizer_base import encode_continuation
@@ -66,12 +67,14 @@ TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": 
 
 # A bug in one task costs points in that task only, so each test runs the server with YOUR code
 # for its own task and the reference for the parts it does not grade:
-#   tasks 1, 2, 4 (OutputPipeline): your pipeline, the reference ChunkFormatter;
-#   task 3 (ChunkFormatter): your formatter, fed by the reference pipeline.
-# (Either way the pipeline runs labs 01/03/04/05/06 through LAB_IMPL: yours, under make lab-02.)
-reference = load_lab("lab-02", "solution")
-YOUR_PIPELINE = SimpleNamespace(OutputPipeline=lab.OutputPipeline, ChunkFormatter=reference.ChunkFormatter)
-YOUR_FORMATTER = SimpleNamespace(OutputPipeline=reference.OutputPipeline, ChunkFormatter=lab.ChunkFormatter)
+#   tasks 1, 2, 4 (OutputPipeline): your pipeline, the reference ChunkFormatter (in the student's
+#     release, which ships no reference, your own);
+#   task 3 (ChunkFormatter): your formatter, fed by the reference pipeline's recorded outputs
+#     (mini_vllm/testing/replay.py), the same in every copy of the course.
+# (Your pipeline runs labs 01/03/04/05/06 through LAB_IMPL: yours, under make lab-02.)
+reference = reference_lab("lab-02")
+YOUR_PIPELINE = SimpleNamespace(OutputPipeline=lab.OutputPipeline, ChunkFormatter=(reference or lab).ChunkFormatter)
+YOUR_FORMATTER = SimpleNamespace(OutputPipeline=replay_pipeline, ChunkFormatter=lab.ChunkFormatter)
 # Servers by (tokenizer family, tokens per engine step). Task 1 runs byte-level one token per
 # step (the most chunks, every multi-byte character split) and SentencePiece three per step (a
 # speculative decoder's step: grouping ids is push's job). Tasks 2 and 4 run one token per step,
@@ -122,7 +125,7 @@ def steady_server(request: pytest.FixtureRequest, servers: Any) -> BackgroundSer
 
 @pytest.fixture(params=FORMAT_SERVERS, ids=server_ids(FORMAT_SERVERS))
 def format_server(request: pytest.FixtureRequest, servers: Any) -> BackgroundServer:
-    """Task 3: your ChunkFormatter behind the reference pipeline."""
+    """Task 3: your ChunkFormatter behind the reference pipeline (recorded)."""
     return servers(*request.param, under_test="formatter")  # type: ignore[no-any-return]
 
 

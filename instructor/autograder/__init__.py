@@ -1,0 +1,1 @@
+"""The Gradescope autograder: ``build`` makes the zip, ``run`` grades inside it, ``batch`` grades a class with it."""

@@ -1,0 +1,195 @@
+"""``make grade-batch SUBMISSIONS=dir``: grade a whole class, one student at a time in a fresh copy, in parallel.
+
+``SUBMISSIONS`` holds one entry per student: a folder (their copy of the course, as they would
+upload it to Gradescope) or a ``.zip`` of it; the entry's name is the student's. Each student is
+graded exactly as the Gradescope autograder grades (``run_autograder`` of ``make autograder``'s
+zip) in a root of their own: a fresh copy of the course and of their submission, so nothing one
+student's code does can reach another's grading. Students are graded in parallel, one per core
+(``--jobs``). Only the grader's own ``results.json`` is read back, never anything the submission wrote.
+
+Writes ``build/batch/scores.csv`` (a row per student: status, total, each lab and task) and
+``build/batch/<student>/results.json`` and ``stdout.txt``. A student whose grading crashed or
+overran gets a row that says so, with no points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from instructor.autograder.build import build
+from instructor.autograder.run import run_in_own_group
+from mini_vllm.labs import REPO_ROOT, lab_number
+from mini_vllm.testing.policy import load_policy
+
+DEFAULT_OUT = REPO_ROOT / "build" / "batch"
+DEFAULT_TIMEOUT_S = 1800  # per student, on top of the autograder's own limit
+
+
+@dataclass(frozen=True)
+class Outcome:
+    student: str
+    status: str  # "graded", or what went wrong
+    results: dict[str, Any] | None
+    seconds: float
+
+
+def students(submissions: Path) -> list[tuple[str, Path]]:
+    """``(name, entry)`` per student: each folder or ``.zip`` directly in ``submissions``."""
+    entries = sorted(p for p in submissions.iterdir()
+                     if not p.name.startswith(".") and (p.is_dir() or p.suffix == ".zip"))
+    named = [(re.sub(r"[^\w.@-]", "_", p.stem if p.suffix == ".zip" else p.name), p) for p in entries]
+    duplicates = sorted({n for n, _ in named if [m for m, _ in named].count(n) > 1})
+    if duplicates:
+        raise SystemExit(f"grade-batch: two submissions would share the name(s) {duplicates} (a folder and a zip?)")
+    return named
+
+
+def prepare_template(work: Path) -> Path:
+    """The autograder unpacked and set up once (its ``/autograder`` minus the submission), for copying per student."""
+    template = work / "template"
+    zip_path = build(work / "autograder.zip")
+    (template / "source").mkdir(parents=True)
+    with zipfile.ZipFile(zip_path) as zipped:
+        for member in zipped.infolist():
+            zipped.extract(member, template / "source")
+            mode = member.external_attr >> 16
+            if mode:
+                (template / "source" / member.filename).chmod(mode & 0o777)
+    shutil.copy2(template / "source" / "run_autograder", template / "run_autograder")
+    env = {**os.environ, "AUTOGRADER_ROOT": str(template), "AUTOGRADER_EXISTING_VENV": sys.prefix}
+    setup = subprocess.run(["bash", str(template / "source" / "setup.sh")], env=env, capture_output=True, text=True)
+    if setup.returncode != 0:
+        raise SystemExit(f"grade-batch: the autograder's setup.sh failed:\n{setup.stdout}{setup.stderr}")
+    return template
+
+
+def grade_one(student: str, entry: Path, template: Path, work: Path, out: Path, timeout: float,
+              labs: str | None) -> Outcome:
+    """Grade one student in a fresh root; runs in a worker process of the pool."""
+    started = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix=f"{student}-", dir=work))
+    student_out = out / student
+    shutil.rmtree(student_out, ignore_errors=True)
+    student_out.mkdir(parents=True)
+    try:
+        shutil.copytree(template / "source", root / "source", symlinks=True)
+        shutil.copy2(template / "run_autograder", root / "run_autograder")
+        (root / "venv").symlink_to(os.readlink(template / "venv"))
+        submission = root / "submission"
+        if entry.is_dir():
+            shutil.copytree(entry, submission, symlinks=True)  # links stay links: the grader refuses them
+        else:
+            submission.mkdir()
+            shutil.copy2(entry, submission / entry.name)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_", "AUTOGRADER_", "PYTEST_"))}
+        env["AUTOGRADER_ROOT"] = str(root)
+        if labs:
+            env["AUTOGRADER_LABS"] = labs
+        returncode, output = run_in_own_group([str(root / "run_autograder")], root, env, timeout)
+        (student_out / "stdout.txt").write_text(output, encoding="utf-8")
+        if returncode is None:
+            return Outcome(student, f"crashed: grading did not finish within {timeout:g} s", None,
+                           time.monotonic() - started)
+        results_file = root / "results" / "results.json"
+        try:
+            results = json.loads(results_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return Outcome(student, f"crashed: run_autograder (exit {returncode}) wrote no results.json", None,
+                           time.monotonic() - started)
+        shutil.copyfile(results_file, student_out / "results.json")
+        autograder = results.get("extra_data", {}).get("autograder", {})
+        status = "graded" if autograder.get("status") == "graded" else f"crashed: {autograder.get('reason', '?')}"
+        return Outcome(student, status, results, time.monotonic() - started)
+    except Exception as error:  # one student's trouble must not stop the class's grading
+        return Outcome(student, f"crashed: {type(error).__name__}: {error}", None, time.monotonic() - started)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def columns(outcomes: list[Outcome]) -> list[str]:
+    """lab-NN and lab-NN task N columns: every lab and task any result has, in the course's order."""
+    tasks: dict[str, set[str]] = {}
+    for outcome in outcomes:
+        for lab, entry in ((outcome.results or {}).get("extra_data", {}).get("labs", {})).items():
+            tasks.setdefault(lab, set()).update(entry.get("tasks", {}))
+    ordered = []
+    for lab in sorted(tasks, key=lab_number):
+        ordered.append(lab)
+        ordered += [f"{lab} task {task}" for task in sorted(tasks[lab], key=int)]
+    return ordered
+
+
+def row(outcome: Outcome, lab_columns: list[str]) -> dict[str, Any]:
+    results = outcome.results or {}
+    extra = results.get("extra_data", {})
+    values: dict[str, Any] = {"student": outcome.student, "status": outcome.status,
+                              "total": results.get("score", 0) if outcome.status == "graded" else 0,
+                              "max": extra.get("max_score", ""), "tests_version": extra.get("tests_version", ""),
+                              "commit": extra.get("commit", ""), "seconds": round(outcome.seconds, 1)}
+    labs = extra.get("labs", {}) if outcome.status == "graded" else {}
+    for column in lab_columns:
+        lab, _, task = column.partition(" task ")
+        entry = labs.get(lab, {})
+        if task:
+            entry = entry.get("tasks", {}).get(task, {})
+        values[column] = entry.get("score", 0 if outcome.status == "graded" else "")
+    return values
+
+
+def write_csv(outcomes: list[Outcome], path: Path) -> None:
+    lab_columns = columns(outcomes)
+    fields = ["student", "status", "total", "max", *lab_columns, "tests_version", "commit", "seconds"]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for outcome in sorted(outcomes, key=lambda o: o.student):
+            writer.writerow(row(outcome, lab_columns))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("submissions", type=Path, help="a folder with one folder or .zip per student")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="students graded at once (cores)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per student")
+    parser.add_argument("--labs", default=None, help="grade only these labs (e.g. 03,05): for trying it out")
+    args = parser.parse_args(argv)
+    if not args.submissions.is_dir():
+        raise SystemExit(f"grade-batch: SUBMISSIONS={args.submissions} is not a folder")
+    class_list = students(args.submissions)
+    if not class_list:
+        raise SystemExit(f"grade-batch: no student folder or .zip in {args.submissions}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="grade-batch-") as scratch:
+        work = Path(scratch)
+        template = prepare_template(work)
+        with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futures = [pool.submit(grade_one, name, entry.resolve(), template, work, args.out, args.timeout,
+                                   args.labs) for name, entry in class_list]
+            outcomes = [future.result() for future in futures]
+    write_csv(outcomes, args.out / "scores.csv")
+    for outcome in outcomes:
+        score = outcome.results.get("score") if outcome.results and outcome.status == "graded" else "-"
+        print(f"{outcome.student:<24} {outcome.status:<12.60} {score}")
+    print(f"{len(outcomes)} students graded in {time.monotonic() - started:.1f} s "
+          f"(tests version {load_policy().tests_version}): {args.out / 'scores.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Grade one submission the way Gradescope's ``run_autograder`` does, and write its ``results.json``.
+
+``run_autograder`` (in the autograder zip) runs this module with the autograder's own Python.
+The layout is Gradescope's, under ``$AUTOGRADER_ROOT`` (default ``/autograder``, overridable so
+``make test`` and ``make grade-batch`` can simulate it anywhere):
+
+- ``source/course``: this course, as ``make autograder`` packed it (reference solutions included);
+- ``submission``: what the student uploaded;
+- ``results/results.json``: the grade, written here only, at the end, by this trusted process.
+
+Each lab's ``starter.py`` is found at its path in the release (see :mod:`.submission`) and
+copied out of the upload; a lab that is missing is graded as a file that does not import, so it
+scores 0 with a sentence saying what was looked for. The labs are graded with
+``LAB_SANDBOX=1`` (the student's code runs in a sandboxed child process) and
+``LAB_COMPOSE=reference`` (a lab that composes others runs over the reference stages, so its
+points depend on its own file only). A run that crashes or overruns still leaves a results file
+that says so, with 0 points; a stale one is removed first, so an old grade is never re-used.
+
+``AUTOGRADER_LABS=03,05`` grades those labs only. It exists for the simulation in ``make test``
+(to keep it quick) and is written into the result; a real grade never sets it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from instructor.autograder.submission import Found, locate, missing_lab_module
+from mini_vllm.labs import LABS_DIR, REPO_ROOT
+from mini_vllm.testing.gradescope import results_document, validate
+from mini_vllm.testing.provenance import sha256_of
+
+GRADED_PYTEST = ["-q", "-rN", "-p", "no:warnings", "-p", "no:xdist", "-m", "not control", "--assert=plain",
+                 "--no-header", "--tb=no"]
+DEFAULT_TIMEOUT_S = 1500  # Gradescope's own limit is set per assignment (up to 40 min); stop well before it
+OUTPUT_TAIL = 3000  # characters of pytest's output kept in a crashed run's result
+
+
+def autograder_root() -> Path:
+    return Path(os.environ.get("AUTOGRADER_ROOT") or "/autograder")
+
+
+def selected_labs(found: list[Found]) -> list[Found]:
+    wanted = os.environ.get("AUTOGRADER_LABS", "").replace(",", " ").split()
+    return [f for f in found if not wanted or f.number in {w.removeprefix("lab-") for w in wanted}]
+
+
+def grading_env(files: dict[str, Path]) -> dict[str, str]:
+    """The environment of the grading run: the student's files, sandboxed, over the reference stages."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_IMPL", "PYTEST_", "HYPOTHESIS_"))}
+    env.update({"LAB_SANDBOX": "1", "LAB_COMPOSE": "reference", "LAB_IMPL": "starter", "PYTHONPATH": str(REPO_ROOT)})
+    env.update({f"LAB_IMPL_{lab[4:6]}": str(file) for lab, file in files.items()})
+    return env
+
+
+def submission_note(found: list[Found], graded: list[Found]) -> str:
+    lines = [f"Submission: {sum(f.file is not None for f in found)} of {len(found)} labs found."]
+    lines += [f"  {f.problem}" for f in found if f.file is None]
+    if len(graded) != len(found):
+        lines.append(f"Simulation: only {', '.join(f.lab[:6] for f in graded)} graded (AUTOGRADER_LABS); "
+                     "this is not a whole grade.")
+    return "\n".join(lines)
+
+
+def submission_record(found: list[Found]) -> dict[str, Any]:
+    return {f.lab[:6]: {"looked_for": f.looked_for, "found_at": f.found_at,
+                        "sha256": sha256_of(f.file) if f.file is not None else None,
+                        "problem": f.problem or None} for f in found}
+
+
+def crashed_results(reason: str, output: str, found: list[Found]) -> dict[str, Any]:
+    """0 points and why, when the grading run left no usable result (so Gradescope never shows an old one)."""
+    tail = output[-OUTPUT_TAIL:]
+    text = (f"The autograder could not grade this submission: {reason}\n\n{submission_note(found, found)}\n\n"
+            f"The end of the grading run's output:\n{tail}")
+    document = results_document([], scorecard=text)
+    document["extra_data"]["autograder"] = {"status": "crashed", "reason": reason}
+    document["extra_data"]["submission"] = submission_record(found)
+    return document
+
+
+def grade(root: Path) -> dict[str, Any]:
+    results_dir = root / "results"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / "results.json").unlink(missing_ok=True)
+    staging = root / "grading"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(mode=0o755)
+    private = staging / "private"  # the grading run's own results file: root's only
+    private.mkdir(mode=0o700)
+    found = locate(root / "submission", staging)
+    graded = selected_labs(found)
+    files = {f.lab: f.file if f.file is not None else missing_lab_module(f, staging) for f in graded}
+    _readable_by_the_sandbox(staging, private)
+    raw_results = private / "results.json"
+    command = [sys.executable, "-m", "pytest", *(str(LABS_DIR / f.lab) for f in graded), *GRADED_PYTEST,
+               "--grade", str(raw_results)]
+    timeout = float(os.environ.get("AUTOGRADER_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
+    started = time.monotonic()
+    returncode, output = run_in_own_group(command, REPO_ROOT, grading_env(files), timeout)
+    print(output)
+    if returncode is None:
+        return crashed_results(f"grading did not finish within {timeout:g} s", output, found)
+    if returncode not in (0, 1):  # 0: all passed, 1: some failed; anything else means the grade is incomplete
+        return crashed_results(f"the grading run stopped early (pytest exit {returncode}), so its points would "
+                               "be incomplete", output, found)
+    try:
+        document = json.loads(raw_results.read_text(encoding="utf-8"))
+        validate(document)
+    except (OSError, ValueError) as error:  # jsonschema's ValidationError is a ValueError too
+        reason = f"the grading run (pytest exit {returncode}) left no valid results ({type(error).__name__})"
+        return crashed_results(reason, output, found)
+    document["output"] = submission_note(found, graded) + "\n" + _plain_header(document.get("output", ""))
+    document["execution_time"] = round(time.monotonic() - started, 2)
+    document["extra_data"]["autograder"] = {"status": "graded", "pytest_exit": returncode,
+                                            "labs_filter": os.environ.get("AUTOGRADER_LABS") or None}
+    document["extra_data"]["submission"] = submission_record(found)
+    return document
+
+
+def _plain_header(scorecard: str) -> str:
+    """The scorecard's first line names every LAB_IMPL_NN path of the grader's: say it in the student's terms."""
+    header = "Scorecard — your submission: each lab's starter.py (labs that compose others run over the reference)"
+    return "\n".join(header if line.startswith("Scorecard — ") else line for line in scorecard.splitlines())
+
+
+def _readable_by_the_sandbox(staging: Path, private: Path) -> None:
+    """The sandboxed child (user nobody on Gradescope) reads the student's copied files, nothing else here."""
+    for path in staging.rglob("*"):
+        if private not in (path, *path.parents):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def run_in_own_group(command: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str]:
+    """Run ``command``; on overrun kill it with everything it started. ``(exit status or None, output)``."""
+    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          start_new_session=True) as process:
+        try:
+            output, _ = process.communicate(timeout=timeout)
+            return process.returncode, output.decode("utf-8", "replace")
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # pytest and any child it left behind
+            output, _ = process.communicate()
+            return None, output.decode("utf-8", "replace")
+
+
+def main() -> int:
+    root = autograder_root()
+    document = grade(root)
+    validate(document)
+    results = root / "results" / "results.json"
+    temporary = results.with_name("results.json.tmp")
+    temporary.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    temporary.replace(results)
+    status = document["extra_data"]["autograder"]["status"]
+    print(f"{results}: {status}, {document['score']} / {document['extra_data']['max_score']} points")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

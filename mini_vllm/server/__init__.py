@@ -1,0 +1,15 @@
+"""The HTTP server (FastAPI + uvicorn, as vLLM's ``api_server.py``).
+
+A request reads top to bottom, and imports run the same way:
+
+- ``app``: ``create_app`` composes the routes, the model cards, errors and the OpenAPI document;
+- ``chat``, ``responses``, ``messages``: one module per protocol's routes (Chat Completions and
+  Completions; OpenAI's Responses API; Anthropic's Messages API);
+- ``runner``: what every route shares: prepare, admit, generate, collect or stream, abort on
+  disconnect, SSE framing, the labs' exceptions as API errors (``bodies`` reads the request body);
+- then ``mini_vllm.engine`` (token ids), lab-02's pipeline (text) and the protocol's formatter.
+"""
+
+from mini_vllm.server.app import create_app
+
+__all__ = ["create_app"]

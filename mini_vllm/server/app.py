@@ -1,0 +1,99 @@
+"""The app: every protocol's routes on one engine (FastAPI + uvicorn, as vLLM's api_server.py).
+
+``create_app`` composes the routes (``chat``: Chat Completions and Completions; ``responses``;
+``messages``), the model cards, the error handling of ``api_errors`` and the OpenAPI document.
+What the user actually reads is made by the labs' code, loaded through the LAB_IMPL loader, so
+``LAB_IMPL=starter`` serves the student's own code: lab-02's pipeline for every protocol, and
+lab-07's event formatters for the two newer ones.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from mini_vllm.api_errors import MAX_BODY_BYTES, anthropic_error_body, install_error_handling
+from mini_vllm.api_models import ModelCard, ModelList, error_responses
+from mini_vllm.engine import Engine
+from mini_vllm.labs import load_lab
+from mini_vllm.protocol import check_model
+from mini_vllm.server.bodies import BODY_MODELS
+from mini_vllm.server.chat import chat_router
+from mini_vllm.server.messages import messages_router
+from mini_vllm.server.responses import responses_router
+
+REASONING_FIELDS = ("reasoning", "reasoning_content")
+
+
+def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleType | None = None,
+               reasoning: bool = True, reasoning_field: str = "reasoning",
+               max_body_bytes: int = MAX_BODY_BYTES, events: ModuleType | None = None) -> FastAPI:
+    """The app. ``pipeline`` is the module with ``OutputPipeline`` and ``ChunkFormatter`` (default: lab-02);
+    ``events`` the one with lab-07's formatters (default: lab-07, loaded on the first request that needs it).
+
+    ``reasoning``: split a chat reply's ``<think>`` thought into its own channel (lab-06).
+    ``reasoning_field``: its name on the wire: ``reasoning`` (vLLM today) or
+    ``reasoning_content`` (DeepSeek's API, older vLLM).
+    """
+    if reasoning_field not in REASONING_FIELDS:
+        raise ValueError(f"reasoning_field must be one of {REASONING_FIELDS}, got {reasoning_field!r}")
+    lab = pipeline or load_lab("lab-02")
+    app = FastAPI(title="mini_vllm", version="0.1.0", description="An OpenAI-compatible server for a toy model")
+    install_error_handling(app, max_body_bytes, shapes={"/v1/messages": anthropic_error_body})
+    app.state.engine = engine
+    card = ModelCard(id=model_name, object="model", created=0, owned_by="mini_vllm",
+                     max_model_len=engine.max_model_len)
+
+    def labs() -> tuple[ModuleType, ModuleType]:
+        return lab, events or load_lab("lab-07")
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models", response_model=ModelList)
+    async def models() -> ModelList:
+        return ModelList(object="list", data=[card])
+
+    @app.get("/v1/models/{model_id:path}", response_model=ModelCard, responses=error_responses(404))
+    async def model(model_id: str) -> ModelCard:
+        check_model(model_id, model_name)
+        return card
+
+    @app.get("/debug/kv", include_in_schema=False)
+    async def kv() -> dict[str, Any]:
+        """Not OpenAI: lets a test watch an aborted request give its KV blocks back."""
+        return {"free_blocks": engine.pool.num_free_blocks, "total_blocks": engine.pool.num_blocks,
+                "running": sorted(engine.running), "waiting": engine.num_waiting,
+                "aborted": list(engine.stats.aborted)[-50:]}
+
+    app.include_router(chat_router(engine, model_name, lab, reasoning, reasoning_field))
+    app.include_router(responses_router(engine, model_name, labs))
+    app.include_router(messages_router(engine, model_name, labs))
+    app.openapi = lambda: openapi_without_422(app)  # type: ignore[method-assign]
+    return app
+
+
+def openapi_without_422(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document, with the request models the routes read themselves (``bodies.body_doc``).
+
+    FastAPI documents a 422 ``{"detail": [...]}`` on every route with parameters; this server
+    answers those with a 400 in the provider's shape (as OpenAI does), so the document drops it.
+    """
+    if app.openapi_schema is None:
+        document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        for model in BODY_MODELS.values():
+            schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(schema.pop("$defs", {}))
+            schemas[model.__name__] = schema
+        for operations in document.get("paths", {}).values():
+            for operation in operations.values():
+                operation.get("responses", {}).pop("422", None)
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(unused, None)
+        app.openapi_schema = document
+    return app.openapi_schema

@@ -1,0 +1,159 @@
+"""``results.json`` in Gradescope's autograder format, stamped with what produced it.
+
+The format (Gradescope's "Autograder Specifications", output format): a top-level ``score``,
+``execution_time``, ``output`` with its ``output_format``, ``visibility`` and
+``stdout_visibility``, ``extra_data``, and ``tests[]``, each with ``name``, ``number``,
+``score``, ``max_score``, ``status``, ``output``, ``tags`` and ``visibility``.
+``gradescope_results.schema.json`` (next to this module) is that specification as a JSON
+Schema; the course's tests validate every results file they read against it.
+
+``extra_data`` says what produced the grade: the course version and commit, the tests'
+version (``grading.toml``), each graded file's and each test file's sha256, how the code under
+test was isolated, and the per-lab and per-task points (batch grading's CSV reads those).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections import defaultdict
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Protocol
+
+from mini_vllm.labs import REPO_ROOT, impl_path, lab_dir, lab_number
+from mini_vllm.testing.policy import load_policy, test_id
+from mini_vllm.testing.provenance import course_commit, course_version, file_record, isolation, read_build_info
+
+SCHEMA_PATH = Path(__file__).with_name("gradescope_results.schema.json")
+_DECIMALS = 4  # points are exact fractions until here; Gradescope shows two decimals
+
+
+class ResultTest(Protocol):
+    """What the writer needs of a graded test (the grading plugin's ``GradedTest``)."""
+
+    lab: str
+    task: int
+    task_title: str
+    name: str
+    passed: bool | None
+    weight: Fraction
+    composes: tuple[str, ...]
+    details: str
+
+
+def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str = "",
+                     execution_time: float = 0.0) -> dict[str, Any]:
+    """The whole results file for ``tests`` (each scored: its weight when passed, else 0)."""
+    policy = load_policy()
+    entries = []
+    per_task_index: dict[tuple[str, int], int] = defaultdict(int)
+    for test in tests:
+        per_task_index[test.lab, test.task] += 1
+        number = f"{int(lab_number(test.lab))}.{test.task}.{per_task_index[test.lab, test.task]}"
+        entries.append({
+            "name": f"{test.lab} › task {test.task} › {test.name}",
+            "number": number,
+            "score": _points(test.weight if test.passed else Fraction(0)),
+            "max_score": _points(test.weight),
+            "status": "passed" if test.passed else "failed",
+            "output": "" if test.passed else (test.details or "failed (no message was recorded)"),
+            "tags": [f"composes {lab}" for lab in test.composes],
+            "visibility": policy.visibility_of(test_id(test.lab, test.task, test.name)),
+        })
+    earned = sum((t.weight for t in tests if t.passed), Fraction(0))
+    total = sum((t.weight for t in tests), Fraction(0))
+    return {
+        "score": _points(earned),
+        "execution_time": round(execution_time, 2),
+        "output": scorecard,
+        "output_format": "text",  # the scorecard is aligned plain text: no HTML or Markdown
+        "test_output_format": "text",
+        "test_name_format": "text",
+        "visibility": policy.visibility,
+        "stdout_visibility": policy.stdout_visibility,
+        "extra_data": _extra_data(tests, total, partial),
+        "tests": entries,
+    }
+
+
+def write_results(path: Path, tests: Sequence[ResultTest], scorecard: str, partial: str = "",
+                  execution_time: float = 0.0) -> dict[str, Any]:
+    document = results_document(tests, scorecard, partial, execution_time)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Written whole to a temporary name, then renamed: a reader never sees half a file.
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    temporary.replace(path)
+    return document
+
+
+def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> dict[str, Any]:
+    policy = load_policy()
+    labs = sorted({t.lab for t in tests})
+    composed = sorted({c for t in tests for c in t.composes} - {f"lab-{lab_number(lab)}" for lab in labs})
+    return {
+        "max_score": _points(total),
+        "partial_run": partial or None,
+        "course_version": course_version(),
+        "commit": course_commit(),
+        "build": read_build_info(),
+        "tests_version": policy.tests_version,
+        "implementation": {lab: _chosen(lab) for lab in [*labs, *composed]},
+        "lab_compose": os.environ.get("LAB_COMPOSE") or None,
+        "isolation": isolation(),
+        "python": platform.python_version(),
+        "labs": _lab_points(tests),
+        "files": {
+            "graded": {f"lab-{lab_number(lab)}": _graded_file(lab) for lab in [*labs, *composed]},
+            "tests": {f"lab-{lab_number(lab)}": file_record(lab_dir(lab) / "test_lab.py") for lab in labs},
+            "harness": {name: file_record(REPO_ROOT / name) for name in ("conftest.py", "grading.toml")
+                        if (REPO_ROOT / name).exists()},
+        },
+    }
+
+
+def _lab_points(tests: Sequence[ResultTest]) -> dict[str, Any]:
+    """Per lab and task: score and max_score (what a batch's CSV and a gradebook need)."""
+    labs: dict[str, Any] = {}
+    for test in tests:
+        lab = labs.setdefault(f"lab-{lab_number(test.lab)}", {"folder": test.lab, "score": Fraction(0),
+                                                             "max_score": Fraction(0), "tasks": {}})
+        task = lab["tasks"].setdefault(str(test.task), {"title": test.task_title, "score": Fraction(0),
+                                                        "max_score": Fraction(0)})
+        for entry in (lab, task):
+            entry["max_score"] += test.weight
+            entry["score"] += test.weight if test.passed else 0
+    for lab in labs.values():
+        for entry in (lab, *lab["tasks"].values()):
+            entry["score"], entry["max_score"] = _points(entry["score"]), _points(entry["max_score"])
+    return labs
+
+
+def _chosen(lab: str) -> str:
+    try:
+        return file_record(impl_path(lab))["path"] or ""
+    except (FileNotFoundError, LookupError) as error:
+        return f"(not found: {error})"
+
+
+def _graded_file(lab: str) -> dict[str, str | None]:
+    try:
+        return file_record(impl_path(lab))
+    except (FileNotFoundError, LookupError) as error:
+        return {"path": None, "sha256": None, "error": str(error)}
+
+
+def _points(points: Fraction) -> float | int:
+    """A JSON number: whole points as an integer, else rounded to a few decimals."""
+    return points.numerator if points.denominator == 1 else round(float(points), _DECIMALS)
+
+
+def validate(document: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` unless ``document`` follows Gradescope's format."""
+    import jsonschema  # only the course's tests and the autograder's own check need it
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    jsonschema.validate(document, schema)

@@ -1,0 +1,341 @@
+"""Lab 08 reference solution: constrained decoding over byte tokens.
+
+A grammar arrives as an automaton over characters; tokens are byte strings that may end
+inside a character. Lifting the automaton to bytes once (task 1) makes every later question
+a walk over bytes: which tokens can be read from a state (task 2), what state a token leads
+to (task 3), all masks at once (task 4), and which token to sample (task 5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from mini_vllm.labtypes.lab08 import (
+    CONSTRAINED,
+    DEAD,
+    DONE,
+    THINK_END,
+    THINKING,
+    ByteAutomaton,
+    CharAutomaton,
+    IndexStats,
+    TokenRejected,
+    Vocabulary,
+)
+
+__all__ = [
+    "CONSTRAINED", "DEAD", "DONE", "THINKING", "THINK_END", "ByteAutomaton", "CharAutomaton", "GrammarCursor",
+    "IndexStats", "StructuredSampler", "TokenIndex", "TokenMasker", "TokenRejected", "Vocabulary", "lift_to_bytes",
+    "utf8_sequences",
+]
+
+# RFC 3629: the code points written with 1, 2, 3 and 4 bytes.
+LENGTH_RANGES = ((0x0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF))
+SURROGATES = (0xD800, 0xDFFF)  # UTF-16's halves: not characters, no UTF-8 form
+
+# --------------------------------------------------------------------- task 1: the byte automaton
+
+
+def utf8_sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
+    """The code points ``lo..hi`` as UTF-8 byte-range sequences: ``[(first, last), ...]`` per byte.
+
+    A code point matches a sequence when each of its bytes lies in the range at its
+    position. Surrogates are skipped, and no sequence spells an overlong form, because
+    each piece is cut to one encoded length before its bytes are read off.
+    """
+    sequences = []
+    for low, high in _without_surrogates(lo, hi):
+        for first, last in LENGTH_RANGES:
+            if max(low, first) <= min(high, last):
+                sequences += _same_length(max(low, first), min(high, last))
+    return sequences
+
+
+def _without_surrogates(lo: int, hi: int) -> list[tuple[int, int]]:
+    if hi < SURROGATES[0] or lo > SURROGATES[1]:
+        return [(lo, hi)]
+    pieces = []
+    if lo < SURROGATES[0]:
+        pieces.append((lo, SURROGATES[0] - 1))
+    if hi > SURROGATES[1]:
+        pieces.append((SURROGATES[1] + 1, hi))
+    return pieces
+
+
+def _same_length(lo: int, hi: int) -> list[list[tuple[int, int]]]:
+    """``lo..hi`` (both written with the same number of bytes) as byte-range sequences.
+
+    Reading a range off byte by byte (first byte of lo .. first byte of hi, and so on) is
+    only right when the range covers whole blocks: below the first byte where lo and hi
+    differ, lo must start a block (all low bits 0) and hi must end one (all low bits 1).
+    Otherwise split at the block boundary and try each half.
+    """
+    length = len(chr(lo).encode("utf-8"))
+    for trailing in range(1, length):  # blocks of 1, 2, 3 trailing continuation bytes
+        low_bits = (1 << (6 * trailing)) - 1
+        if lo >> (6 * trailing) == hi >> (6 * trailing):
+            continue  # same block at this size: nothing to split
+        if lo & low_bits:  # lo is inside a block: its block's tail first, then the rest
+            return _same_length(lo, lo | low_bits) + _same_length((lo | low_bits) + 1, hi)
+        if hi & low_bits != low_bits:  # hi stops inside a block: the whole blocks first, then its head
+            return _same_length(lo, (hi & ~low_bits) - 1) + _same_length(hi & ~low_bits, hi)
+    return [list(zip(chr(lo).encode("utf-8"), chr(hi).encode("utf-8"), strict=True))]
+
+
+def lift_to_bytes(chars: CharAutomaton) -> ByteAutomaton:
+    """The same language over bytes: every character transition becomes UTF-8 byte paths.
+
+    The character states keep their numbers. A character of n bytes gets n - 1 new states
+    in between (its unfinished prefixes); prefixes that read the same byte ranges from the
+    same state share them, so a class like "any character but a quote" costs a dozen
+    states, not one per code point.
+    """
+    table = [[DEAD] * 256 for _ in range(chars.num_states)]
+    accepting = [False] * chars.num_states
+    for state in chars.accepting:
+        accepting[state] = True
+    for state, moves in enumerate(chars.transitions):
+        for lo, hi, target in moves:
+            for sequence in utf8_sequences(lo, hi):
+                here = state
+                for first, last in sequence[:-1]:
+                    inside = table[here][first]
+                    if inside == DEAD:  # a prefix not seen before: a new state for the unfinished character
+                        inside = len(table)
+                        table.append([DEAD] * 256)
+                        accepting.append(False)
+                        for byte in range(first, last + 1):
+                            table[here][byte] = inside
+                    here = inside
+                first, last = sequence[-1]
+                for byte in range(first, last + 1):  # the last byte completes the character
+                    table[here][byte] = target
+    return ByteAutomaton(start=chars.start, accepting=accepting, table=table)
+
+
+# --------------------------------------------------------------------- task 2: the token mask
+
+
+class _Trie:
+    """The vocabulary's byte strings as a tree: node 0 is the empty prefix."""
+
+    def __init__(self, tokens: Sequence[bytes | None]) -> None:
+        edges: list[dict[int, int]] = [{}]
+        self.ending: list[list[int]] = [[]]  # the tokens whose bytes end exactly at each node
+        for token_id, data in enumerate(tokens):
+            if data is None:
+                continue
+            node = 0
+            for byte in data:
+                child = edges[node].get(byte)
+                if child is None:
+                    child = edges[node][byte] = len(edges)
+                    edges.append({})
+                    self.ending.append([])
+                node = child
+            self.ending[node].append(token_id)
+        self.children = [sorted(e.items()) for e in edges]
+
+
+class TokenMasker:
+    """The tokens allowed at an automaton state: those whose whole byte string it can read."""
+
+    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary) -> None:
+        self.automaton = automaton
+        self.vocab = vocab
+        self._trie: _Trie | None = None  # built on first use of ``mask``
+
+    def scan(self, state: int) -> list[int]:
+        """The plain way: walk every token's bytes from ``state``."""
+        step = self.automaton.step
+        allowed = []
+        for token_id, data in enumerate(self.vocab.tokens):
+            if data is None:
+                continue
+            here = state
+            for byte in data:
+                here = step(here, byte)
+                if here == DEAD:
+                    break
+            else:
+                allowed.append(token_id)  # a token may end inside a character: only DEAD refuses it
+        return self._with_eos(state, allowed)
+
+    def mask(self, state: int) -> list[int]:
+        """The same set, walking a trie of the vocabulary: a dead prefix rules out every token below it."""
+        if self._trie is None:
+            self._trie = _Trie(self.vocab.tokens)
+        children, ending, step = self._trie.children, self._trie.ending, self.automaton.step
+        allowed: list[int] = []
+        stack = [(0, state)]
+        while stack:
+            node, here = stack.pop()
+            for byte, child in children[node]:
+                there = step(here, byte)
+                if there == DEAD:
+                    continue  # pruned: nothing that starts with this prefix can be read
+                allowed += ending[child]
+                if children[child]:
+                    stack.append((child, there))
+        allowed.sort()
+        return self._with_eos(state, allowed)
+
+    def _with_eos(self, state: int, allowed: list[int]) -> list[int]:
+        # EOS says "the output is complete": allowed exactly when the bytes so far are a whole string.
+        if self.automaton.is_accepting(state):
+            allowed.append(self.vocab.eos_token_id)
+            allowed.sort()
+        return allowed
+
+
+# --------------------------------------------------------------------- task 3: advance
+
+
+def _unfinished_tail(data: bytes) -> bytes:
+    """The bytes after the last character boundary of valid UTF-8 ``data`` (at most 3)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # a lead byte (or ASCII): the last character starts here
+            length = 1 if byte < 0x80 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return data[-back:] if back < length else b""
+    return b""
+
+
+class GrammarCursor:
+    """Where the output stands in the automaton, token after token."""
+
+    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary) -> None:
+        self.automaton = automaton
+        self.vocab = vocab
+        self.state = automaton.start
+        self.pending = b""  # the unfinished character at the end of the output (its bytes so far)
+        self.finished = False  # EOS was accepted: nothing may follow
+
+    def advance(self, token_id: int) -> None:
+        """Consume one sampled token, or raise TokenRejected and change nothing."""
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < len(self.vocab):
+            raise TokenRejected(token_id, self.state, "not a token id of this vocabulary")  # type: ignore[arg-type]
+        if self.finished:
+            raise TokenRejected(token_id, self.state, "the output already ended with EOS")
+        if token_id == self.vocab.eos_token_id:
+            if not self.automaton.is_accepting(self.state):
+                raise TokenRejected(token_id, self.state, "EOS before the output is a whole string of the grammar")
+            self.finished = True
+            return
+        data = self.vocab.tokens[token_id]
+        if data is None:
+            raise TokenRejected(token_id, self.state, "a special token is never part of the output")
+        here = self.state  # a local walk: self.state changes only once the whole token is read
+        for position, byte in enumerate(data):
+            here = self.automaton.step(here, byte)
+            if here == DEAD:
+                raise TokenRejected(token_id, self.state, f"its byte {position} ({byte:02x}) cannot follow")
+        self.state = here
+        self.pending = _unfinished_tail(self.pending + data)
+
+
+# --------------------------------------------------------------------- task 4: the index
+
+
+class _StepCounter:
+    """The automaton, counting the steps taken through it (the index's build work)."""
+
+    def __init__(self, automaton: ByteAutomaton) -> None:
+        self.automaton = automaton
+        self.steps = 0
+
+    def step(self, state: int, byte: int) -> int:
+        self.steps += 1
+        return self.automaton.step(state, byte)
+
+    def is_accepting(self, state: int) -> bool:
+        return self.automaton.is_accepting(state)
+
+
+class TokenIndex:
+    """Every state's mask, computed once: a step of decoding is then a lookup."""
+
+    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary) -> None:
+        counter = _StepCounter(automaton)
+        masker = TokenMasker(counter, vocab)  # type: ignore[arg-type]  (it has step and is_accepting)
+        distinct: dict[tuple[int, ...], list[int]] = {}
+        self._masks: list[list[int]] = []
+        for state in range(automaton.num_states):
+            allowed = masker.mask(state)
+            # Many states allow the same tokens (inside any string, say): keep one copy of each mask.
+            self._masks.append(distinct.setdefault(tuple(allowed), allowed))
+        self.stats = IndexStats(states=automaton.num_states, entries=sum(len(m) for m in distinct.values()),
+                                steps=counter.steps)
+
+    def allowed(self, state: int) -> list[int]:
+        return self._masks[state]
+
+
+# --------------------------------------------------------------------- task 5: the sampler
+
+
+class StructuredSampler:
+    """Greedy choice over the model's scores: free while the model thinks, masked after.
+
+    ``allowed_at(state)`` gives the mask at an automaton state (an index's lookup).
+    The phase goes ``thinking`` (only when the reply starts inside a thought) ->
+    ``constrained`` (after ``</think>``) -> ``done`` (after EOS).
+    """
+
+    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary, allowed_at: Callable[[int], Sequence[int]],
+                 *, thinking: bool = False) -> None:
+        self.automaton = automaton
+        self.vocab = vocab
+        self.allowed_at = allowed_at
+        self.phase = THINKING if thinking else CONSTRAINED
+        self.state = automaton.start
+        self._tail = b""  # the thought's last bytes: </think> may arrive split over tokens
+        self._ordinary = [i for i, data in enumerate(vocab.tokens) if data is not None]
+
+    def choose(self, scores: Sequence[float]) -> int:
+        """The best-scored token the current phase allows (ties: the lowest id); the sampler moves past it."""
+        if self.phase == DONE:
+            raise RuntimeError("the output already ended with EOS")
+        if self.phase == THINKING:
+            return self._think(scores)
+        allowed = self.allowed_at(self.state)
+        if not allowed:
+            raise RuntimeError(f"no token is allowed in state {self.state}: the grammar cannot go on")
+        best = _best(allowed, scores)
+        if best == self.vocab.eos_token_id:
+            self.phase = DONE
+        else:
+            self.state = self._walk(self.state, self.vocab.tokens[best] or b"")
+        return best
+
+    def _think(self, scores: Sequence[float]) -> int:
+        """A thought is the model's own: no mask, except that its last token must hand the grammar a readable rest."""
+        refused: set[int] = set()
+        while True:
+            best = _best([i for i in self._ordinary if i not in refused] if refused else self._ordinary, scores)
+            data = self._tail + (self.vocab.tokens[best] or b"")
+            end = data.find(THINK_END)
+            if end < 0:
+                self._tail = data[-(len(THINK_END) - 1):]
+                return best
+            # The thought ends inside this token; whatever the token carries after the tag is output.
+            after = self._walk(self.automaton.start, data[end + len(THINK_END):])
+            if after != DEAD:
+                self.phase, self.state = CONSTRAINED, after
+                return best
+            refused.add(best)
+
+    def _walk(self, state: int, data: bytes) -> int:
+        for byte in data:
+            state = self.automaton.step(state, byte)
+            if state == DEAD:
+                break
+        return state
+
+
+def _best(ids: Sequence[int], scores: Sequence[float]) -> int:
+    best = ids[0]
+    for token_id in ids:
+        if scores[token_id] > scores[best]:
+            best = token_id
+    return best

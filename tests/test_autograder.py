@@ -1,0 +1,176 @@
+"""The Gradescope autograder, simulated: ``make autograder``'s zip graded as Gradescope would grade it.
+
+The zip is unpacked into a fresh ``/autograder``-shaped root (a temporary folder, through
+``AUTOGRADER_ROOT``), ``setup.sh`` runs once, and ``run_autograder`` grades several submissions
+shaped as students upload them (the course folder, nested one folder deep, a zip). Each
+``results.json`` must follow Gradescope's specification and hold the expected points:
+
+- blank starters: a clean 0, every lab present;
+- lab-03 done (its solution as its starter): lab-03's full points and nothing else;
+- a syntax error in lab-05 and no lab-06 at all: 0 for those two only, each saying why, lab-03 still full;
+- everything done: full marks.
+
+Setup installs nothing here: ``AUTOGRADER_EXISTING_VENV`` makes it use the course's own ``.venv``,
+after checking it holds the locked versions (on Gradescope, setup.sh installs them). To stay
+quick, some runs grade a few labs (``AUTOGRADER_LABS``, which a real grade never sets).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from instructor.autograder.build import build
+from mini_vllm.labs import LABS_DIR, REPO_ROOT, lab_number
+from mini_vllm.testing.gradescope import validate
+from mini_vllm.testing.policy import load_policy
+
+LABS = sorted(p.name for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startswith("lab-"))
+IN_RELEASE = LABS_DIR.relative_to(REPO_ROOT)
+SANDBOX_LANDED = (REPO_ROOT / "mini_vllm" / "sandbox").is_dir()
+pytestmark = pytest.mark.xdist_group("autograder")  # one worker builds the root once and grades in it
+
+
+def lab_folder(number: str) -> str:
+    return next(lab for lab in LABS if lab_number(lab) == number)
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh /autograder: the zip unpacked into source/, run_autograder beside it, setup.sh run once."""
+    root = tmp_path_factory.mktemp("autograder")
+    zip_path = build(tmp_path_factory.mktemp("build") / "autograder.zip")
+    with zipfile.ZipFile(zip_path) as zipped:
+        names = zipped.namelist()
+        assert {"setup.sh", "run_autograder"} <= set(names), "Gradescope needs both scripts at the zip's root"
+        assert not [n for n in names if n.startswith(("course/tests/", "course/bench/", "course/.venv"))], (
+            "the autograder carries what grading needs, not the course's own tests, benchmarks or a venv")
+        for member in zipped.infolist():
+            zipped.extract(member, root / "source")
+            (root / "source" / member.filename).chmod((member.external_attr >> 16) & 0o777 or 0o644)
+    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")  # what Gradescope's image build does
+    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_EXISTING_VENV": sys.prefix})
+    assert setup.returncode == 0, f"setup.sh failed:\n{setup.stdout}{setup.stderr}"
+    assert "installing nothing" in setup.stdout, "the simulation says it reuses a venv instead of installing"
+    return root
+
+
+def release_copy(dest: Path, done: tuple[str, ...] = (), broken: dict[str, str] | None = None,
+                 missing: tuple[str, ...] = ()) -> Path:
+    """A student's copy of the release, as far as grading cares: each lab's starter.py at its path.
+
+    ``done`` labs hold the reference solution as their starter; ``broken`` ones the given text.
+    """
+    broken = broken or {}
+    for lab in LABS:
+        number = lab_number(lab)
+        if number in missing:
+            continue
+        source = "solution.py" if number in done else "starter.py"
+        target = dest / IN_RELEASE / lab / "starter.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if number in broken:
+            target.write_text(broken[number], encoding="utf-8")
+        else:
+            shutil.copyfile(LABS_DIR / lab / source, target)
+        shutil.copyfile(LABS_DIR / lab / "README.md", target.parent / "README.md")
+    (dest / "README.md").write_text("my copy of the course\n", encoding="utf-8")
+    return dest
+
+
+def run_autograder(root: Path, fill: Any, labs: str | None = None) -> dict[str, Any]:
+    """Put a submission in place (``fill(submission_dir)``), run run_autograder, return its valid results."""
+    submission = root / "submission"
+    shutil.rmtree(submission, ignore_errors=True)
+    submission.mkdir()
+    fill(submission)
+    stale = root / "results" / "results.json"
+    stale.parent.mkdir(exist_ok=True)
+    stale.write_text(json.dumps({"score": 999, "tests": []}), encoding="utf-8")  # a previous student's grade
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_", "PYTEST_", "AUTOGRADER_"))}
+    env["AUTOGRADER_ROOT"] = str(root)
+    if labs:
+        env["AUTOGRADER_LABS"] = labs
+    done = subprocess.run([str(root / "run_autograder")], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"run_autograder failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    results = json.loads(stale.read_text(encoding="utf-8"))
+    validate(results)
+    assert results["score"] != 999, "the stale results.json was not replaced"
+    return results
+
+
+def lab_scores(results: dict[str, Any]) -> dict[str, float]:
+    return {lab: entry["score"] for lab, entry in results["extra_data"]["labs"].items()}
+
+
+def points(number: str) -> float:
+    return float(load_policy().lab(number).points)
+
+
+def test_a_blank_submission_is_a_clean_zero_with_every_lab(autograder: Path) -> None:
+    results = run_autograder(autograder, lambda sub: release_copy(sub))
+    assert results["score"] == 0
+    assert sorted(results["extra_data"]["labs"]) == [f"lab-{lab_number(lab)}" for lab in LABS], "every lab is graded"
+    assert results["extra_data"]["max_score"] == sum(points(lab_number(lab)) for lab in LABS)
+    assert {t["status"] for t in results["tests"]} == {"failed"}
+    assert all("NotImplementedError" in t["output"] for t in results["tests"]), "blank starters fail cleanly"
+    assert f"{len(LABS)} of {len(LABS)} labs found" in results["output"]
+    extra = results["extra_data"]
+    assert extra["commit"].startswith("autograder "), "a built copy names its build, not a checkout"
+    assert extra["tests_version"] == load_policy().tests_version
+    assert extra["autograder"]["status"] == "graded"
+    assert all(entry["sha256"] for entry in extra["submission"].values()), "each graded file's hash is recorded"
+
+
+def test_one_lab_done_earns_that_labs_points_only(autograder: Path) -> None:
+    # Uploaded as the repository one folder deep, the way a downloaded zip of a repository unpacks.
+    results = run_autograder(autograder, lambda sub: release_copy(sub / "phase16-mine", done=("03",)), labs="03,05,06")
+    scores = lab_scores(results)
+    assert scores.pop("lab-03") == points("03"), f"lab-03's full points: {results['output'][:1500]}"
+    assert set(scores.values()) == {0}, f"no other lab earns anything: {scores}"
+    assert results["score"] == points("03")
+    found_at = results["extra_data"]["submission"]["lab-03"]["found_at"]
+    assert found_at == f"phase16-mine/{IN_RELEASE}/{lab_folder('03')}/starter.py"
+
+
+@pytest.mark.skipif(not SANDBOX_LANDED, reason="a lab that does not import costs only that lab once the sandbox "
+                    "grades each lab in its own process (mini_vllm/sandbox, not merged yet)")
+def test_a_broken_or_missing_lab_costs_that_lab_only(autograder: Path, tmp_path: Path) -> None:
+    def zipped_copy(sub: Path) -> None:
+        copy = release_copy(tmp_path / "copy", done=("03",), broken={"05": "def oops(:\n"}, missing=("06",))
+        with zipfile.ZipFile(sub / "submission.zip", "w") as archive:
+            for path in sorted(copy.rglob("*")):
+                archive.write(path, path.relative_to(copy.parent))  # the zip holds the folder itself
+
+    results = run_autograder(autograder, zipped_copy, labs="03,05,06")
+    scores = lab_scores(results)
+    assert scores == {"lab-03": points("03"), "lab-05": 0, "lab-06": 0}, results["output"][:3000]
+    assert "SyntaxError" in results["output"], "the scorecard shows the lab's import error"
+    looked_for = f"{IN_RELEASE}/{lab_folder('06')}/starter.py"
+    assert f"Looked for {looked_for}" in results["output"], "a missing lab says what was looked for"
+    assert results["extra_data"]["submission"]["lab-06"]["found_at"] is None
+
+
+def test_everything_done_earns_full_marks(autograder: Path) -> None:
+    results = run_autograder(autograder, lambda sub: release_copy(sub, done=tuple(lab_number(lab) for lab in LABS)))
+    assert results["score"] == results["extra_data"]["max_score"] == sum(points(lab_number(lab)) for lab in LABS), (
+        results["output"][:3000])
+    assert {t["status"] for t in results["tests"]} == {"passed"}
+
+
+def test_the_graders_private_files_are_root_only(autograder: Path) -> None:
+    course = autograder / "source" / "course"
+    for private in [*(course / IN_RELEASE).glob("lab-*/solution.py"), course / "grading.toml",
+                    course / "mini_vllm" / "testing"]:
+        assert private.stat().st_mode & 0o077 == 0, f"{private} must be readable by root only (chmod go-rwx)"
+    engine = course / "mini_vllm" / "engine.py"
+    assert engine.stat().st_mode & 0o004, "the engine the student's code imports stays readable"

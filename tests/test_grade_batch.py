@@ -1,0 +1,116 @@
+"""``make grade-batch``: a class graded in fresh copies, in parallel, into one CSV.
+
+Three tiny submissions, graded on two labs (``--labs``, to stay quick):
+
+- ``blank``: the blank starters, a folder: 0 everywhere;
+- ``one-lab``: lab-03 done, as a zip: lab-03's points only;
+- ``broken``: lab-05 has a syntax error, and its lab-03 appends a "pass every test" hook to the
+  course's ``conftest.py`` when imported; it earns nothing, and the hook cannot reach the other
+  students, who are graded in copies of their own.
+
+A run that crashes or overruns gets a row saying so.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from instructor.autograder import batch
+from mini_vllm.labs import LABS_DIR, REPO_ROOT
+from mini_vllm.testing.gradescope import validate
+from mini_vllm.testing.policy import load_policy
+
+IN_RELEASE = LABS_DIR.relative_to(REPO_ROOT)
+SANDBOX_LANDED = (REPO_ROOT / "mini_vllm" / "sandbox").is_dir()
+LAB_03 = next(LABS_DIR.glob("lab-03-*")).name
+LAB_05 = next(LABS_DIR.glob("lab-05-*")).name
+# Appended to the course's conftest.py by the tampering submission: every later test would pass.
+TAMPER = '''
+import contextlib, mini_vllm.labs as _labs
+with contextlib.suppress(OSError):
+    with open(_labs.REPO_ROOT / "conftest.py", "a") as _conftest:
+        _conftest.write("\\ndef pytest_runtest_call(item):\\n    item.runtest = lambda: None\\n")
+'''
+pytestmark = pytest.mark.xdist_group("grade-batch")
+
+
+def copy_of_course(dest: Path, lab_03: str = "starter.py", lab_05: str | None = None, prefix: str = "") -> Path:
+    for lab in (LAB_03, LAB_05):
+        (dest / IN_RELEASE / lab).mkdir(parents=True, exist_ok=True)
+    target_03 = dest / IN_RELEASE / LAB_03 / "starter.py"
+    target_03.write_text(prefix + (LABS_DIR / LAB_03 / lab_03).read_text(encoding="utf-8"), encoding="utf-8")
+    target_05 = dest / IN_RELEASE / LAB_05 / "starter.py"
+    if lab_05 is None:
+        shutil.copyfile(LABS_DIR / LAB_05 / "starter.py", target_05)
+    else:
+        target_05.write_text(lab_05, encoding="utf-8")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, str]]]:
+    submissions = tmp_path_factory.mktemp("submissions")
+    copy_of_course(submissions / "blank")
+    one = copy_of_course(tmp_path_factory.mktemp("one") / "course", lab_03="solution.py")
+    with zipfile.ZipFile(submissions / "one-lab.zip", "w") as archive:
+        for path in sorted(one.rglob("*")):
+            archive.write(path, path.relative_to(one))
+    copy_of_course(submissions / "broken", lab_05="def oops(:\n", prefix=TAMPER)
+    out = tmp_path_factory.mktemp("batch")
+    assert batch.main([str(submissions), "--out", str(out), "--labs", "03,05", "--jobs", "2"]) == 0
+    with (out / "scores.csv").open(encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    return out, rows
+
+
+def test_each_student_gets_a_row_and_a_valid_results_file(graded: tuple[Path, dict[str, dict[str, str]]]) -> None:
+    out, rows = graded
+    assert sorted(rows) == ["blank", "broken", "one-lab"]
+    for student in rows:
+        results = json.loads((out / student / "results.json").read_text(encoding="utf-8"))
+        validate(results)
+        assert results["extra_data"]["tests_version"] == rows[student]["tests_version"] == load_policy().tests_version
+    header = list(rows["blank"])
+    assert header[:4] == ["student", "status", "total", "max"] and "lab-03 task 2" in header, header
+
+
+def test_the_scores_are_each_students_own(graded: tuple[Path, dict[str, dict[str, str]]]) -> None:
+    _, rows = graded
+    lab_03 = float(load_policy().lab("03").points)
+    assert (rows["blank"]["status"], float(rows["blank"]["total"])) == ("graded", 0), rows["blank"]
+    one = rows["one-lab"]
+    assert (one["status"], float(one["total"]), float(one["lab-03"]), float(one["lab-05"])) == (
+        "graded", lab_03, lab_03, 0), f"lab-03's points only, whoever was graded before: {one}"
+    assert float(rows["broken"]["total"]) == 0, f"tampering with the course earns nothing: {rows['broken']}"
+
+
+@pytest.mark.skipif(not SANDBOX_LANDED, reason="a lab that does not import costs only that lab once the sandbox "
+                    "grades each lab in its own process (mini_vllm/sandbox, not merged yet)")
+def test_a_syntax_error_costs_its_lab_and_says_so(graded: tuple[Path, dict[str, dict[str, str]]]) -> None:
+    out, rows = graded
+    assert rows["broken"]["status"] == "graded" and float(rows["broken"]["lab-05"]) == 0
+    results = json.loads((out / "broken" / "results.json").read_text(encoding="utf-8"))
+    assert "SyntaxError" in results["output"], results["output"][:2000]
+
+
+def test_a_crashed_run_gets_a_row_that_says_so(tmp_path: Path) -> None:
+    template = batch.prepare_template(tmp_path)
+    copy_of_course(tmp_path / "slow")
+    outcome = batch.grade_one("slow", tmp_path / "slow", template, tmp_path, tmp_path / "out", timeout=0.5,
+                              labs="03")
+    assert outcome.status == "crashed: grading did not finish within 0.5 s" and outcome.results is None
+    batch.write_csv([outcome], tmp_path / "scores.csv")
+    with (tmp_path / "scores.csv").open(encoding="utf-8") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert (row["student"], row["status"], row["total"]) == ("slow", outcome.status, "0")
+
+
+def test_grade_batch_needs_a_folder_of_submissions(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"no student folder or \.zip"):
+        batch.main([str(tmp_path)])
