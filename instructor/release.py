@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
+from mini_vllm.testing.provenance import BUILD_INFO, write_build_info
 
 # Of tests/, only these ship: they pass on blank starters and check the engine or the student's API.
 SHIPPED_TESTS = {"test_starter_api.py", "test_tokenizers.py", "test_real_tokenizers.py"}
@@ -136,6 +137,8 @@ def build(dest: Path, root: Path = REPO_ROOT, commit: bool = True) -> list[str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(student_version(path, (root / path).read_bytes()))
         shutil.copymode(root / path, target)
+    write_build_info(dest, "release", root)  # results.json names the source commit, not the release's own
+    shipped.append(BUILD_INFO)
     if commit:
         git = ["git", "-c", "user.name=Course release", "-c", "user.email=release@course.invalid",
                "-c", "commit.gpgsign=false"]
