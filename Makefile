@@ -123,6 +123,7 @@ mutants: install
 	@if [ -z "$(LAB)" ]; then echo "usage: make mutants LAB=03  (the labs: $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' '))"; exit 2; fi
 	$(PY) -m instructor.mutants $(LAB) $(ARGS)
 
+# >>> instructor  (make release leaves these lines out of the student's Makefile)
 ## The Gradescope autograder: build/autograder.zip (setup.sh, run_autograder, the course). See TEACHING.md.
 autograder: install
 	$(PY) -m instructor.autograder.build
@@ -132,6 +133,7 @@ autograder: install
 grade-batch: install
 	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir  (one folder or .zip per student)"; exit 2; fi
 	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(ARGS)
+# <<< instructor
 
 ## Record what the tests need from the reference solutions (mini_vllm/testing/fixtures/); commit the result.
 ## `make test` fails while a recording is stale. ARGS=--check only reports; ARGS=--redraw draws lab-07's texts again.

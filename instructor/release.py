@@ -137,7 +137,8 @@ def build(dest: Path, root: Path = REPO_ROOT, commit: bool = True) -> list[str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(student_version(path, (root / path).read_bytes()))
         shutil.copymode(root / path, target)
-    write_build_info(dest, "release", root)  # results.json names the source commit, not the release's own
+    # Where this release came from (its commit is the student's own): every result it grades names it.
+    write_build_info(dest, "release", root)
     shipped.append(BUILD_INFO)
     if commit:
         git = ["git", "-c", "user.name=Course release", "-c", "user.email=release@course.invalid",

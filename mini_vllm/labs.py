@@ -143,15 +143,19 @@ def _whose(impl: str) -> str:
     return impl if impl.endswith(".py") else f"{impl}.py"
 
 
-def describe_choice() -> str:
-    """One line for banners: which implementation runs, in a student's terms."""
+def describe_choice(doing: str = "grading") -> str:
+    """One line for banners: which implementation runs, in a student's terms.
+
+    ``doing`` is what the caller does with it: the tests grade it; the server and the
+    notebooks only run it (``describe_choice("running")``), and must not claim to grade.
+    """
     impl = os.environ.get("LAB_IMPL") or default_impl()
     if impl == "starter":
-        line = "LAB_IMPL=starter: grading YOUR code in starter.py"
+        line = f"LAB_IMPL=starter: {doing} YOUR code in starter.py"
     elif impl == DEFAULT_IMPL:
         line = "LAB_IMPL=solution: running the reference solutions (set LAB_IMPL=starter to run yours)"
     else:
-        line = f"LAB_IMPL={impl}: grading {impl if impl.endswith('.py') else impl + '.py'}"
+        line = f"LAB_IMPL={impl}: {doing} {impl if impl.endswith('.py') else impl + '.py'}"
     overrides = sorted(k for k in os.environ if re.fullmatch(r"LAB_IMPL_\d\d", k))
     if overrides:
         line += " (overrides: " + ", ".join(f"{k}={os.environ[k]}" for k in overrides) + ")"

@@ -86,6 +86,8 @@ def test_release_grades_blank_starters_as_a_clean_zero(release: Path) -> None:
     graded_labs = {t["name"].split(" › ")[0] for t in results["tests"]}
     every_lab = {p.name for p in LABS_DIR.iterdir() if p.is_dir()}
     assert graded_labs == every_lab, f"every lab's tests ran, lab-02 and lab-07 too: missing {every_lab - graded_labs}"
+    assert results["extra_data"]["commit"].startswith("release "), (
+        f"a result graded in the release names the release it came from: {results['extra_data']['commit']}")
 
 
 def test_release_checks_the_starters_against_the_recorded_api(release: Path) -> None:
