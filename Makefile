@@ -107,11 +107,11 @@ browser:
 		echo "         or the demo's browser test (tests/test_demo_browser.py) is skipped."; \
 	fi
 
+# >>> instructor
 ## Benchmarks: per-token cost as ratios against naive versions and real peers.
 bench: install
 	$(PY) -m bench.run
 
-# >>> instructor
 
 ## Time the README's table here (warm): make grade, each lab on the reference, make test. ARGS=--no-test skips the last.
 timings: install
@@ -123,7 +123,6 @@ mutants: install
 	@if [ -z "$(LAB)" ]; then echo "usage: make mutants LAB=03  (the labs: $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' '))"; exit 2; fi
 	$(PY) -m instructor.mutants $(LAB) $(ARGS)
 
-# >>> instructor  (make release leaves these lines out of the student's Makefile)
 ## The Gradescope autograder: build/autograder.zip (setup.sh, run_autograder, the course). See TEACHING.md.
 autograder: install
 	$(PY) -m instructor.autograder.build
@@ -133,13 +132,17 @@ autograder: install
 grade-batch: install
 	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir  (one folder or .zip per student)"; exit 2; fi
 	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(ARGS)
-# <<< instructor
 
 ## Record what the tests need from the reference solutions (mini_vllm/testing/fixtures/); commit the result.
 ## `make test` fails while a recording is stale. ARGS=--check only reports; ARGS=--redraw draws lab-07's texts again.
 fixtures: install
 	$(PY) -m instructor.fixtures $(ARGS)
 # <<< instructor
+# The student's copy has no bench/: it races each lab against correct-but-slow versions (working answers).
+#> ## The benchmarks race each lab against correct (slow) versions of it, so they ship in the instructor's copy only.
+#> bench:
+#> 	@echo "make bench: the benchmarks compare your code with correct but slow versions of each lab, so they"
+#> 	@echo "ship in your instructor's copy of the course only; the README of each lab quotes their figures."
 
 lint: install
 	$(PY) -m ruff check .
