@@ -146,11 +146,11 @@ browser:
 		echo "         or the demo's browser test (tests/test_demo_browser.py) is skipped."; \
 	fi
 
+# >>> instructor
 ## Benchmarks: per-token cost as ratios against naive versions and real peers.
 bench: install
 	$(PY) -m bench.run
 
-# >>> instructor
 
 ## Time the README's table here (warm): make grade, each lab on the reference, make test. ARGS=--no-test skips the last.
 timings: install
@@ -177,6 +177,11 @@ grade-batch: install
 fixtures: install
 	$(PY) -m instructor.fixtures $(ARGS)
 # <<< instructor
+# The student's copy has no bench/: it races each lab against correct-but-slow versions (working answers).
+#> ## The benchmarks race each lab against correct (slow) versions of it, so they ship in the instructor's copy only.
+#> bench:
+#> 	@echo "make bench: the benchmarks compare your code with correct but slow versions of each lab, so they"
+#> 	@echo "ship in your instructor's copy of the course only; the README of each lab quotes their figures."
 
 lint: install
 	$(PY) -m ruff check .
