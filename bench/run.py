@@ -22,6 +22,6 @@ BENCHMARKS = [bench_lab03, bench_lab04, bench_real_vocab, bench_lab05, bench_lab
               bench_server, bench_lab08]
 
 if __name__ == "__main__":
-    print(describe_choice())
+    print(describe_choice("running"))
     headlines = [line for bench in BENCHMARKS for line in bench.main()]
     print("\nHeadlines:\n  " + "\n  ".join(headlines))

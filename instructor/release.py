@@ -5,7 +5,8 @@ starter and tests, the notebooks, the demo, the grading policy, and the few test
 that make sense on a student's own code (:data:`SHIPPED_TESTS`). What does not: every
 ``solution.py``, this ``instructor/`` folder (wrong variants, mutation testing and its
 equivalents, the canary, the correct-but-slow baselines, the fixtures' generator, these
-builders), the instructor's tests, ``make timings``, CI, and the git history.
+builders), the instructor's tests, the benchmarks (they race correct-but-slow versions), CI, and the
+git history.
 
 Text meant for one copy only is marked in the instructor's files, so both copies are kept
 from one source:
@@ -13,7 +14,8 @@ from one source:
 - Markdown: lines between ``<!-- instructor -->`` and ``<!-- /instructor -->`` are left out of
   the release, and so is a line that ends with ``<!-- instructor -->`` (a table row); lines
   between ``<!-- student`` and ``-->`` are hidden here and shown in the release.
-- Makefile: lines between ``# >>> instructor`` and ``# <<< instructor`` are left out.
+- Makefile: lines between ``# >>> instructor`` and ``# <<< instructor`` are left out, and a line
+  that starts with ``#> `` is a comment here and, without that prefix, a line of the release's.
 - Each lab README loses what only the instructor's copy has: the ``solution.py`` row of its
   file table, the ``LAB_IMPL=solution`` and ``make mutants`` commands, and the paragraphs about the wrong
   variants and mutation testing (:func:`student_lab_readme`).
@@ -34,11 +36,14 @@ import sys
 from pathlib import Path
 
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
+from mini_vllm.testing.provenance import BUILD_INFO, write_build_info
 
 # Of tests/, only these ship: they pass on blank starters and check the engine or the student's API.
 SHIPPED_TESTS = {"test_starter_api.py", "test_tokenizers.py", "test_real_tokenizers.py"}
-LEFT_OUT_DIRS = ("instructor/", ".ci/")
-LEFT_OUT_FILES = {"TEACHING.md", "bench/timings.py"}  # make timings times the instructor's make test
+# bench/ races each lab's code against correct-but-slow versions (a re-scanning stop checker, a re-splitting
+# reasoning parser, a full re-decode): working answers, if slow ones, so it stays with the instructor.
+LEFT_OUT_DIRS = ("instructor/", ".ci/", "bench/")
+LEFT_OUT_FILES = {"TEACHING.md"}
 WINDOW = 3  # a run of this many consecutive non-blank lines of a solution is a leak
 # Runs a solution shares with shipped course code that are no part of an answer, each with its reason.
 SHARED_NOT_ANSWERS: dict[tuple[str, ...], str] = {
@@ -104,12 +109,15 @@ def student_makefile(text: str) -> str:
     out: list[str] = []
     skipping = False
     for line in text.split("\n"):
-        if line.startswith("# >>> instructor"):
-            skipping = True
-        elif line.startswith("# <<< instructor"):
-            skipping = False
+        if line.startswith(("# >>> instructor", "# <<< instructor")):
+            opening = line.startswith("# >>>")
+            if opening == skipping:
+                raise ValueError(f"Makefile: {line!r} {'inside' if skipping else 'outside'} an instructor block")
+            skipping = opening
         elif not skipping:
-            out.append(line)
+            out.append(line.removeprefix("#> "))
+    if skipping:
+        raise ValueError("Makefile: an instructor block is never closed")
     text = "\n".join(out)
     defined = set(re.findall(r"^([a-z][\w-]*):", text, re.M))
     return re.sub(r"^\.PHONY:(.*)$", lambda m: ".PHONY: " + " ".join(t for t in m.group(1).split() if t in defined),
@@ -136,6 +144,9 @@ def build(dest: Path, root: Path = REPO_ROOT, commit: bool = True) -> list[str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(student_version(path, (root / path).read_bytes()))
         shutil.copymode(root / path, target)
+    # Where this release came from (its commit is the student's own): every result it grades names it.
+    write_build_info(dest, "release", root)
+    shipped.append(BUILD_INFO)
     if commit:
         git = ["git", "-c", "user.name=Course release", "-c", "user.email=release@course.invalid",
                "-c", "commit.gpgsign=false"]
