@@ -26,7 +26,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
+from mini_vllm.api_errors import ApiError
 from mini_vllm.api_models import Strict, refuse
+from mini_vllm.constraints import (
+    Constraint,
+    json_object_constraint,
+    refuse_stop,
+    refuse_thinking,
+    schema_constraint,
+    tool_call_constraint,
+)
 from mini_vllm.protocol import GenerationRequest, check_unicode
 
 # ----------------------------------------------------------------- OpenAI Responses
@@ -142,10 +151,22 @@ class ResponsesRequest(Strict):
     @field_validator("text")
     @classmethod
     def text_format(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        kind = ((value or {}).get("format") or {}).get("type", "text")
-        if kind != "text":
-            raise refuse(f"text.format {kind!r}", "the toy model's replies are scripted and cannot follow a format")
+        fmt = (value or {}).get("format") or {}
+        kind = fmt.get("type", "text")
+        if kind not in ("text", "json_object", "json_schema"):
+            raise refuse(f"text.format {kind!r}", "send text, json_object or json_schema")
+        if kind == "json_schema" and not isinstance(fmt.get("schema"), dict):
+            raise ValueError("text.format json_schema needs `schema`, a JSON Schema object")
         return value
+
+    def constraint(self) -> Constraint | None:
+        """``text.format``'s grammar (lab-08), or None for plain text."""
+        fmt = (self.text or {}).get("format") or {}
+        if fmt.get("type") == "json_object":
+            return json_object_constraint("text.format json_object")
+        if fmt.get("type") == "json_schema":
+            return schema_constraint(fmt["schema"], "text.format.schema", "text.format json_schema")
+        return None
 
 
 def _text(content: str | list[InputText]) -> str:
@@ -183,7 +204,8 @@ def from_responses(body: ResponsesRequest) -> GenerationRequest:
     parse_calls = bool(body.tools) and body.tool_choice != "none"
     return GenerationRequest("chat", "".join(parts) + _opening(thinking), user_message, bool(body.stream), False,
                              max_tokens=body.max_output_tokens, enable_thinking=thinking,
-                             parse_tool_calls=parse_calls, parallel_tool_calls=body.parallel_tool_calls is not False)
+                             parse_tool_calls=parse_calls, parallel_tool_calls=body.parallel_tool_calls is not False,
+                             constraint=body.constraint())
 
 
 # ----------------------------------------------------------------- Anthropic Messages
@@ -241,13 +263,6 @@ class AnthropicToolChoice(Strict):
     name: str | None = None
     disable_parallel_tool_use: bool | None = None
 
-    @field_validator("type")
-    @classmethod
-    def not_forced(cls, value: str) -> str:
-        if value in ("any", "tool"):
-            raise refuse(f"tool_choice {value!r}", "the toy model's replies are scripted and cannot be forced to "
-                         "call a tool; send 'auto' or 'none'")
-        return value
 
 
 class Thinking(Strict):
@@ -292,6 +307,21 @@ class MessagesRequest(Strict):
     def thinking_enabled(self) -> bool:
         return self.thinking is not None and self.thinking.type != "disabled"
 
+    def constraint(self) -> Constraint | None:
+        """``tool_choice`` any / tool: the reply is a call to one of the tools (lab-08's grammar), else None."""
+        choice, tools = self.tool_choice, self.tools or []
+        if choice is None or choice.type not in ("any", "tool"):
+            return None
+        if not tools:
+            raise ApiError(400, f"tool_choice {choice.type!r} needs `tools`", param="tool_choice")
+        if choice.type == "tool":
+            named = [(i, t) for i, t in enumerate(tools) if t.name == choice.name]
+            if not named:
+                raise ApiError(400, f"tool_choice names no tool in `tools`: {choice.name!r}", param="tool_choice.name")
+            return tool_call_constraint([(named[0][1].name, named[0][1].input_schema)],
+                                        f"tools[{named[0][0]}].input_schema")
+        return tool_call_constraint([(t.name, t.input_schema) for t in tools], "tools")
+
 
 def from_messages(body: MessagesRequest) -> GenerationRequest:
     system = body.system if isinstance(body.system, str) or body.system is None else _text_of(body.system)
@@ -315,9 +345,12 @@ def from_messages(body: MessagesRequest) -> GenerationRequest:
     parse_calls = bool(body.tools) and (body.tool_choice is None or body.tool_choice.type != "none")
     one_call = body.tool_choice is not None and bool(body.tool_choice.disable_parallel_tool_use)
     stop = tuple(check_unicode(s, f"stop_sequences[{i}]") for i, s in enumerate(body.stop_sequences or ()))
+    constraint = body.constraint()
+    refuse_stop(constraint, stop, "stop_sequences")
+    refuse_thinking(constraint, body.thinking_enabled, "tool_choice")
     return GenerationRequest("chat", "".join(parts) + _opening(body.thinking_enabled), user_message,
                              bool(body.stream), False, stop, body.max_tokens, enable_thinking=body.thinking_enabled,
-                             parse_tool_calls=parse_calls, parallel_tool_calls=not one_call)
+                             parse_tool_calls=parse_calls, parallel_tool_calls=not one_call, constraint=constraint)
 
 
 def _text_of(blocks: list[TextBlock]) -> str:

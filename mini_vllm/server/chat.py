@@ -25,7 +25,7 @@ from mini_vllm.api_models import (
 )
 from mini_vllm.engine import Engine
 from mini_vllm.protocol import GenerationRequest, check_model, from_chat, from_completion
-from mini_vllm.server.bodies import body_doc, read_body
+from mini_vllm.server.bodies import body_doc, read_body, small_body
 from mini_vllm.server.runner import Generation, Step, admit, data_frames, generate, not_implemented, prepare, respond
 
 ERRORS = error_responses(400, 404, 413, 500, 501, 503)
@@ -41,14 +41,16 @@ def chat_router(engine: Engine, model_name: str, lab: ModuleType, reasoning: boo
     async def chat(request: Request) -> Response:
         body = await read_body(request, ChatCompletionRequest)
         check_model(body.model, model_name)
-        return await run(request, await prepare(engine, lambda: from_chat(body)), "chat")
+        generation = await prepare(engine, lambda: from_chat(body), inline=small_body(request))
+        return await run(request, generation, "chat")
 
     @router.post("/v1/completions", responses={200: {"model": CompletionResponse, "content": SSE_DOC}, **ERRORS},
                  openapi_extra=body_doc(CompletionRequest))
     async def completions(request: Request) -> Response:
         body = await read_body(request, CompletionRequest)
         check_model(body.model, model_name)
-        return await run(request, await prepare(engine, lambda: from_completion(body)), "completion")
+        generation = await prepare(engine, lambda: from_completion(body), inline=small_body(request))
+        return await run(request, generation, "completion")
 
     async def run(request: Request, generation: Generation, kind: str) -> Response:
         req = generation.request

@@ -17,7 +17,7 @@ from mini_vllm.api_errors import anthropic_error_body
 from mini_vllm.engine import Engine
 from mini_vllm.event_models import AnthropicErrorResponse, MessageBody, MessagesRequest, from_messages
 from mini_vllm.protocol import check_model
-from mini_vllm.server.bodies import body_doc, read_body
+from mini_vllm.server.bodies import body_doc, read_body, small_body
 from mini_vllm.server.runner import (
     EventFraming,
     admit,
@@ -45,7 +45,7 @@ def messages_router(engine: Engine, model_name: str, labs: Callable[[], tuple[Mo
     async def messages(request: Request) -> Response:
         body = await read_body(request, MessagesRequest)
         check_model(body.model, model_name)
-        generation = await prepare(engine, lambda: from_messages(body), prefix="msg")
+        generation = await prepare(engine, lambda: from_messages(body), prefix="msg", inline=small_body(request))
         req = generation.request
         lab2, lab7 = labs()
         try:

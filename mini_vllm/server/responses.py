@@ -21,7 +21,7 @@ from mini_vllm.api_models import error_responses
 from mini_vllm.engine import Engine
 from mini_vllm.event_models import ResponseBody, ResponsesRequest, from_responses
 from mini_vllm.protocol import check_model
-from mini_vllm.server.bodies import body_doc, read_body
+from mini_vllm.server.bodies import body_doc, read_body, small_body
 from mini_vllm.server.runner import (
     EventFraming,
     Step,
@@ -51,7 +51,7 @@ def responses_router(engine: Engine, model_name: str, labs: Callable[[], tuple[M
     async def responses(request: Request) -> Response:
         body = await read_body(request, ResponsesRequest)
         check_model(body.model, model_name)
-        generation = await prepare(engine, lambda: from_responses(body), prefix="resp")
+        generation = await prepare(engine, lambda: from_responses(body), prefix="resp", inline=small_body(request))
         req = generation.request
         lab2, lab7 = labs()
         try:

@@ -15,8 +15,9 @@ time: a piece of a different kind closes the open item and opens the next.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import jiter
 
 Event = dict[str, Any]
 
@@ -348,8 +349,11 @@ def build_message(events: list[Event]) -> dict[str, Any]:
                 block["signature"] = delta["signature"]
             elif delta["type"] == "input_json_delta":
                 partial_json[event["index"]] = partial_json.get(event["index"], "") + delta["partial_json"]
-        elif kind == "content_block_stop" and event["index"] in partial_json:
-            message["content"][event["index"]]["input"] = json.loads(partial_json[event["index"]])
+        elif kind == "content_block_stop" and partial_json.get(event["index"]):
+            # Parsed as the SDK parses it: max_tokens may have cut the call mid-arguments, and the SDK keeps
+            # what is complete (a cut string or key is left out) instead of failing.
+            message["content"][event["index"]]["input"] = jiter.from_json(
+                partial_json[event["index"]].encode(), partial_mode=True)
         elif kind == "message_delta":
             message.update(event["delta"])
             message["usage"]["output_tokens"] = event["usage"]["output_tokens"]
