@@ -6,10 +6,11 @@ copies), every other name is a :class:`RemoteName` whose call runs in the child.
 started on first use and started again after it is killed, so a timeout or a crash costs the
 test it happened in, not the rest of the lab.
 
-Budgets: a call that does not return within ``LAB_CALL_BUDGET_S`` (2 s by default) is stopped
-(SIGINT first, then the process), and its test fails naming the call. A name that has timed out
-once, or a lab that has timed out five times, gets a short budget from then on, so a submission
-that hangs everywhere is graded in minutes, not hours.
+Budgets: a call that does not return within ``LAB_CALL_BUDGET_S`` (``call_budget_s`` in
+grading.toml, 2 s) is stopped (SIGINT first, then the process), and its test fails naming the
+call. A name that has timed out once, or a lab that has timed out five times, gets a short budget
+from then on, and a name that hung or killed its process three times is not called again in the
+run, so a submission that hangs or crashes everywhere is graded in minutes, not hours.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ FIRST_LOAD_BUDGET_S = 20.0  # added when a call sends a tokenizer family the chi
 SHORT_BUDGET_S = 0.25
 PER_BATCHED_CALL_S = 0.01  # each further call of a batch (mini_vllm.sandbox.each): honest ones take microseconds
 STRIKES_PER_LAB = 5
-INTERRUPT_GRACE_S = 1.0
+INTERRUPT_GRACE_S = 0.5
+STRIKES_PER_NAME = 3  # a name that hung this often is not called again in the run: its tests fail at once
 OUTPUT_KEPT = 64 * 1024
 
 
@@ -340,6 +342,9 @@ class Worker:
         return (SHORT_BUDGET_S if hung_here or hung_lab else call_budget()) + PER_BATCHED_CALL_S * (calls - 1)
 
     def timed(self, label: str, exchange: Any, calls: int = 1) -> Any:
+        if self.strikes.get(label, 0) >= STRIKES_PER_NAME:
+            raise CallTimeout(f"{label} did not return within its budget {STRIKES_PER_NAME} times already, so it "
+                              "is not called again in this run (each hang costs seconds; fix the loop first)")
         budget = self.budget_for(label, calls)
         try:
             return exchange(budget)
@@ -350,6 +355,7 @@ class Worker:
             raise CallTimeout(f"{label} did not return within {budget:g} s: your code was stopped there "
                               f"(the lab goes on in a fresh process)") from None
         except ChannelClosed:
+            self.strikes[label] = self.strikes.get(label, 0) + 1
             code = self.process.poll() if self.process else None
             self.stop()
             raise ChildDied(f"the grading process running your code ended during {label}"
