@@ -7,7 +7,7 @@ started on first use and started again after it is killed, so a timeout or a cra
 test it happened in, not the rest of the lab.
 
 Budgets: a call that does not return within ``LAB_CALL_BUDGET_S`` (``call_budget_s`` in
-grading.toml, 2 s) is stopped (SIGINT first, then the process), and its test fails naming the
+grading.toml, 5 s) is stopped (SIGINT first, then the process), and its test fails naming the
 call. A name that has timed out once, or a lab that has timed out five times, gets a short budget
 from then on, and a name that hung or killed its process three times is not called again in the
 run, so a submission that hangs or crashes everywhere is graded in minutes, not hours.
@@ -70,7 +70,7 @@ class LabDoesNotImport(SandboxFailure):
 
 
 def call_budget() -> float:
-    return float(os.environ.get("LAB_CALL_BUDGET_S") or 2.0)
+    return float(os.environ.get("LAB_CALL_BUDGET_S") or 5.0)
 
 
 def labtypes_of(number: str) -> Any:
