@@ -67,9 +67,32 @@ class CountingTokenizerMirror:
         return list(self.inner.convert_ids_to_tokens(ids))
 
 
+class CountingAutomatonMirror:
+    """``mini_vllm.testing.structured.CountingAutomaton`` as the child sees it: steps counted and reported."""
+
+    def __init__(self, automaton: Any, object_id: int, accounts: Accounts) -> None:
+        self._automaton = automaton
+        self.start = automaton.start
+        self.num_states = automaton.num_states
+        self.sandbox_home = object_id
+        self._object_id = object_id
+        self._accounts = accounts
+
+    def step(self, state: int, byte: int) -> int:
+        self._accounts.add(self._object_id, {"steps": 1})
+        return int(self._automaton.step(state, byte))
+
+    def is_accepting(self, state: int) -> bool:
+        return bool(self._automaton.is_accepting(state))
+
+
 # kind -> (builds the stand-in from (state, object id, accounts), whether it reports counts)
 BUILDERS: dict[str, tuple[Callable[[Any, int | None, Accounts], Any], bool]] = {
     "pieces": (lambda state, _id, _accounts: PieceTokenizer([bytes(p) for p in state]), False),
     "counting-tokenizer": (lambda state, object_id, accounts: CountingTokenizerMirror(state, object_id or 0, accounts),
                            True),
+    "counting-automaton": (lambda state, object_id, accounts: CountingAutomatonMirror(state, object_id or 0, accounts),
+                           True),
 }
+
+COUNTING_MIRRORS = (CountingTokenizerMirror, CountingAutomatonMirror)

@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from mini_vllm.sandbox.mirrors import BUILDERS, Accounts, CountingTokenizerMirror
+from mini_vllm.sandbox.mirrors import BUILDERS, COUNTING_MIRRORS, Accounts
 from mini_vllm.sandbox.wire import Codec, WireError
 
 REQUEST, REPLY, FAILED, ACCOUNT = 0, 1, 2, 3
@@ -226,7 +226,7 @@ class Peer:
         return build(state, account, self.accounts)
 
     def _to_ref(self, obj: Any) -> list[Any]:
-        home = getattr(obj, "sandbox_home", None) if isinstance(obj, CountingTokenizerMirror) else None
+        home = getattr(obj, "sandbox_home", None) if isinstance(obj, COUNTING_MIRRORS) else None
         if home is not None:  # a stand-in going back: it is the other side's own object
             return [1 - self.side, home, 0, None, type(obj).__name__]
         if self.lender.strict and not self.serving_args:
