@@ -27,7 +27,7 @@ from instructor.variants import Job
 from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
 from mini_vllm.sandbox.isolation import probe
 
-pytestmark = pytest.mark.contract
+pytestmark = [pytest.mark.contract, pytest.mark.timeout(1200)]
 
 LAB_03 = next(LABS_DIR.glob("lab-03-*"))
 DISHONEST = REPO_ROOT / "instructor" / "dishonest"
