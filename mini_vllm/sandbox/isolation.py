@@ -104,6 +104,20 @@ def wall_off(hidden: list[str], read_only: list[str], reachable: list[str]) -> N
             raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
 
     mount("none", "/", None, MS_REC | MS_PRIVATE)  # nothing done here leaks back to the host
+    # A fresh, empty /tmp (and friends) for the child. The course itself may live below one of them
+    # (a clone in /tmp): keep a handle on what must stay visible, cover, then mount it back in place.
+    needed = [p for p in (*read_only, *reachable) if os.path.isdir(p)]
+    kept = {p: os.open(p, os.O_PATH) for p in needed if any(_below(p, s) for s in SCRATCH)}
+    try:
+        for scratch in SCRATCH:
+            if os.path.isdir(scratch):
+                mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
+        for path, handle in kept.items():
+            os.makedirs(path, exist_ok=True)
+            mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
+    finally:
+        for handle in kept.values():
+            os.close(handle)
     for path in reachable:
         _make_reachable(Path(path), mount)
     for path in read_only:
@@ -113,9 +127,13 @@ def wall_off(hidden: list[str], read_only: list[str], reachable: list[str]) -> N
     for path in hidden:
         if os.path.isdir(path):
             mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0555")
-    for scratch in ("/tmp", "/dev/shm", "/var/tmp"):
-        if os.path.isdir(scratch):
-            mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
+
+
+SCRATCH = ("/tmp", "/dev/shm", "/var/tmp")
+
+
+def _below(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _make_reachable(path: Path, mount: Any) -> None:
