@@ -208,7 +208,7 @@ def test_tests_that_never_ran_earn_no_points() -> None:
     assert len(run.tests) > 1 and len(unrun) == len(run.tests) - 1, (
         f"every selected test is a result, and those that never ran say so: {run.results}")
     total = run.results["extra_data"]["max_score"]
-    assert total == pytest.approx(sum(t["max_score"] for t in run.tests)) and run.results["score"] == 0, (
+    assert total == pytest.approx(sum(t["max_score"] for t in run.tests), abs=0.01) and run.results["score"] == 0, (
         f"the maximum counts the tests that never ran: {run.results}")
     assert re.search(r"graded tests selected, 1 ran", run.output), run.output[-600:]
 

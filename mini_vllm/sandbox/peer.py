@@ -226,6 +226,8 @@ class Peer:
         return build(state, account, self.accounts)
 
     def _to_ref(self, obj: Any) -> list[Any]:
+        if isinstance(obj, Remote) and obj._sandbox_peer is self:  # a proxy going home: the owner's own object
+            return [1 - self.side, obj._sandbox_id, 0, None, "Remote"]
         home = getattr(obj, "sandbox_home", None) if isinstance(obj, COUNTING_MIRRORS) else None
         if home is not None:  # a stand-in going back: it is the other side's own object
             return [1 - self.side, home, 0, None, type(obj).__name__]

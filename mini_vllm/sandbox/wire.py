@@ -140,9 +140,9 @@ class Codec:
         if family is not None:
             self.families_sent.add(family)
             return self._ext_of(FAMILY, family)
-        mirror = getattr(obj, "sandbox_mirror", None) if type(obj).__module__.startswith("mini_vllm.") else None
+        mirror = getattr(type(obj), "sandbox_mirror", None) if type(obj).__module__.startswith("mini_vllm.") else None
         if mirror is not None:
-            kind, state = mirror()
+            kind, state = mirror(obj)
             counts = self._trusted and hasattr(obj, "sandbox_account")
             account = self._to_ref(obj)[1] if counts else None
             return self._ext_of(MIRROR, [kind, self._prepare(state), account])
