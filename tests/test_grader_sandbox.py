@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from mini_vllm.sandbox.isolation import probe
 pytestmark = [pytest.mark.contract, pytest.mark.timeout(1200)]
 
 LAB_03 = next(LABS_DIR.glob("lab-03-*"))
+TAG = uuid.uuid4().hex  # marks this run's grading children, so a leftover one can be found
 DISHONEST = REPO_ROOT / "instructor" / "dishonest"
 # Grouped so that each batch's grading process runs once, on one worker (see test_course_contract).
 BATCHES = {
@@ -88,7 +90,7 @@ def graded(batch: str, listener: Listener) -> tuple[dict[str, LabRun], dict[str,
     """Grade a batch, then the reference, in one process; and the watched files before and after."""
     if batch not in graded_batches:
         before = digest(WATCHED)
-        env = {"LAB_SANDBOX": "1", "DISHONEST_PORT": str(listener.port)}
+        env = {"LAB_SANDBOX": "1", "DISHONEST_PORT": str(listener.port), "LAB_SANDBOX_TAG": f"dishonest-{TAG}"}
         jobs = [Job(name, {**env, "LAB_IMPL_03": str(DISHONEST / f"{name}.py")}) for name in BATCHES[batch]]
         jobs.append(Job("reference-after", {**env, "LAB_IMPL_03": str(impl_path("lab-03", "solution"))}))
         runs = run_jobs(LAB_03, jobs, timeout=600)  # the bound on the whole grading: it must end by itself
@@ -140,9 +142,8 @@ def test_runaway_code_is_stopped_and_named(listener: Listener) -> None:
     assert any("StreamingDetokenizer.feed did not return within" in o for o in hang), hang[:3]
     died = [t["output"] for t in runs["exits_in_feed"].tests]
     assert any("ended during StreamingDetokenizer.feed" in o for o in died), died[:3]
-    if probe().drop_to:
-        left = subprocess.run(["pgrep", "-u", probe().drop_to], capture_output=True, text=True).stdout.split()
-        assert not left, f"processes of {probe().drop_to} outlived the grading: {left}"
+    left = subprocess.run(["pgrep", "-f", f"dishonest-{TAG}"], capture_output=True, text=True).stdout.split()
+    assert not left, f"processes of the runaway submissions outlived their grading: {left}"
 
 
 def test_a_lab_that_does_not_import_costs_that_lab_only(tmp_path: Path) -> None:

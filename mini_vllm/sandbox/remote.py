@@ -259,6 +259,7 @@ class Worker:
             "hidden": [] if self.trusted else isolation.private_paths(Path(repo)),
             "read_only": [repo],
             "reachable": isolation.reachable_paths(),
+            "tag": os.environ.get("LAB_SANDBOX_TAG", ""),  # on the command line: lets a test find its children
             "workdir": workdir,
         }
         python = [sys.executable, "-X", "frozen_modules=off", "-m", "mini_vllm.sandbox.child",
