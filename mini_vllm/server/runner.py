@@ -90,7 +90,7 @@ async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix
     """
     def work() -> tuple[GenerationRequest, list[int]]:
         req = build()
-        return req, encode_prompt(engine, req.prompt)
+        return req, encode_prompt(engine, req.prompt, req.prompt_field)
 
     req, prompt_ids = work() if inline else await asyncio.to_thread(work)
     params = req.sampling_params(len(prompt_ids), engine.capacity_tokens)
@@ -98,12 +98,12 @@ async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix
     return Generation(req, f"{prefix}-{uuid.uuid4().hex[:24]}", prompt_ids, params)
 
 
-def encode_prompt(engine: Engine, prompt: str) -> list[int]:
+def encode_prompt(engine: Engine, prompt: str, field: str = "messages") -> list[int]:
     """The prompt's ids, or a 400 at once when even the fewest tokens it could make exceed the context."""
     size = len(prompt.encode("utf-8"))
     limit = engine.capacity_tokens
     if size > limit * engine.max_token_bytes:  # cheap: no need to tokenize to know it is too long
-        raise context_exceeded(-(-size // engine.max_token_bytes), limit, at_least=True)
+        raise context_exceeded(-(-size // engine.max_token_bytes), limit, at_least=True, param=field)
     return engine.tokenizer.encode(prompt)
 
 
@@ -128,7 +128,7 @@ async def admit(request: Request, engine: Engine, generation: Generation) -> Non
     """
     prompt, max_tokens = len(generation.prompt_ids), generation.params.max_tokens
     if prompt + max_tokens > engine.capacity_tokens:
-        raise context_exceeded(prompt, engine.capacity_tokens, max_tokens)
+        raise context_exceeded(prompt, engine.capacity_tokens, max_tokens, param=generation.request.max_tokens_field)
     if not engine.num_waiting:  # nobody in line: take the blocks now if they are free
         try:
             engine.admit(generation.request_id, prompt, max_tokens)
