@@ -5,6 +5,10 @@ automaton (given), lab-08's ``lift_to_bytes`` lifts it, its ``TokenIndex`` preco
 state's mask. Compiled grammars are kept per (regex, tokenizer), so a schema a client sends
 again costs nothing. The engine then asks :meth:`Grammar.chooser` for each token: the toy
 model's scores, and lab-08's ``StructuredSampler`` picks the best token the mask allows.
+
+That choice runs on the event loop, between the engine's steps (each step yields to the loop):
+about a millisecond a token on the shipped vocabularies, tens of milliseconds on Tekken, whose
+scores cover 131,072 tokens. A real server computes logits and masks on the GPU worker instead.
 """
 
 from __future__ import annotations
