@@ -32,7 +32,6 @@ from mini_vllm.constraints import (
     Constraint,
     json_object_constraint,
     refuse_stop,
-    refuse_thinking,
     schema_constraint,
     tool_call_constraint,
 )
@@ -347,7 +346,6 @@ def from_messages(body: MessagesRequest) -> GenerationRequest:
     stop = tuple(check_unicode(s, f"stop_sequences[{i}]") for i, s in enumerate(body.stop_sequences or ()))
     constraint = body.constraint()
     refuse_stop(constraint, stop, "stop_sequences")
-    refuse_thinking(constraint, body.thinking_enabled, "tool_choice")
     return GenerationRequest("chat", "".join(parts) + _opening(body.thinking_enabled), user_message,
                              bool(body.stream), False, stop, body.max_tokens, enable_thinking=body.thinking_enabled,
                              parse_tool_calls=parse_calls, parallel_tool_calls=not one_call, constraint=constraint)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from mini_vllm.api_errors import ApiError
 from mini_vllm.api_models import AssistantMessage, ChatCompletionRequest, CompletionRequest, message_text
-from mini_vllm.constraints import Constraint, refuse_stop, refuse_thinking
+from mini_vllm.constraints import Constraint, refuse_stop
 from mini_vllm.sampling import InvalidRequest, SamplingParams
 
 __all__ = ["ApiError", "GenerationRequest", "check_model", "context_exceeded", "from_chat", "from_completion"]
@@ -102,7 +102,6 @@ def from_chat(body: ChatCompletionRequest) -> GenerationRequest:
     options = body.stream_options
     constraint, stop = body.constraint(), _stop(body)
     refuse_stop(constraint, stop)
-    refuse_thinking(constraint, enable_thinking, "tool_choice")
     return GenerationRequest(
         "chat", prompt, user_message, bool(body.stream), bool(options and options.include_usage), stop,
         body.completion_limit(), body.include_stop_str_in_output, body.skip_special_tokens, body.include_reasoning,

@@ -24,7 +24,7 @@ from mini_vllm.constraints import Constraint
 from mini_vllm.engine import Engine
 from mini_vllm.grammar import regex_to_chars, vocabulary_of
 from mini_vllm.labs import load_lab
-from mini_vllm.labtypes.lab08 import Vocabulary
+from mini_vllm.labtypes.lab08 import TOOL_CALL_START, Vocabulary
 
 CACHED_GRAMMARS = 32
 _grammars: OrderedDict[tuple[str, int, str], Grammar] = OrderedDict()
@@ -38,14 +38,20 @@ class Grammar:
     automaton: Any  # lab-08's ByteAutomaton
     vocab: Vocabulary
     index: Any  # lab-08's TokenIndex
+    tool_call: bool  # the grammar is a forced call (its tag may end a thought)
 
     def chooser(self, engine: Engine, user_message: str, thinking: bool) -> Callable[[Sequence[int]], int]:
-        """The next token after the reply's ids so far: the model's scores, masked by lab-08's sampler."""
-        sampler = self.lab.StructuredSampler(self.automaton, self.vocab, self.index.allowed, thinking=thinking)
+        """The next token after the reply's ids so far: the model's scores, masked by lab-08's sampler.
+
+        With thinking on, the thought ends at ``</think>``, or (a forced call) at ``<tool_call>``.
+        """
+        implicit_end = TOOL_CALL_START if self.tool_call else None
+        sampler = self.lab.StructuredSampler(self.automaton, self.vocab, self.index.allowed, thinking=thinking,
+                                             implicit_end=implicit_end)
         model = engine.model
 
         def choose(output_ids: Sequence[int]) -> int:
-            return int(sampler.choose(model.scores(user_message, output_ids)))
+            return int(sampler.choose(model.scores(user_message, output_ids, opened_thought=thinking)))
 
         return choose
 
@@ -62,7 +68,7 @@ def compile_constraint(engine: Engine, constraint: Constraint) -> Grammar:
         if vocab is None:
             vocab = _vocabularies[id(tokenizer)] = vocabulary_of(tokenizer)
     automaton = lab.lift_to_bytes(regex_to_chars(constraint.regex))
-    grammar = Grammar(lab, automaton, vocab, lab.TokenIndex(automaton, vocab))
+    grammar = Grammar(lab, automaton, vocab, lab.TokenIndex(automaton, vocab), constraint.source == "tool_call")
     with _lock:
         _grammars[key] = grammar
         while len(_grammars) > CACHED_GRAMMARS:
