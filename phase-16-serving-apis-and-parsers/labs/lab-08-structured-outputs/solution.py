@@ -145,7 +145,8 @@ class TokenMasker:
     def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary) -> None:
         self.automaton = automaton
         self.vocab = vocab
-        self._trie: _Trie | None = None  # built on first use of ``mask``
+        # Built once, here: for Tekken it is a second of Python, and the first mask should not pay it.
+        self._trie = _Trie(vocab.tokens)
 
     def scan(self, state: int) -> list[int]:
         """The plain way: walk every token's bytes from ``state``."""
@@ -165,8 +166,6 @@ class TokenMasker:
 
     def mask(self, state: int) -> list[int]:
         """The same set, walking a trie of the vocabulary: a dead prefix rules out every token below it."""
-        if self._trie is None:
-            self._trie = _Trie(self.vocab.tokens)
         children, ending, step = self._trie.children, self._trie.ending, self.automaton.step
         allowed: list[int] = []
         stack = [(0, state)]

@@ -67,6 +67,7 @@ class TokenMasker:
     def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary) -> None:
         self.automaton = automaton
         self.vocab = vocab
+        # Build the byte trie `mask` walks here, once (README, task 2).
 
     def scan(self, state: int) -> list[int]:
         """The plain way: walk every token's bytes from ``state``. Sorted ids, EOS when accepting."""
