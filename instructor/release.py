@@ -43,7 +43,7 @@ SHIPPED_TESTS = {"test_starter_api.py", "test_tokenizers.py", "test_real_tokeniz
 # bench/ races each lab's code against correct-but-slow versions (a re-scanning stop checker, a re-splitting
 # reasoning parser, a full re-decode): working answers, if slow ones, so it stays with the instructor.
 LEFT_OUT_DIRS = ("instructor/", ".ci/", "bench/")
-LEFT_OUT_FILES = {"TEACHING.md"}
+LEFT_OUT_FILES = {"TEACHING.md", "CHANGELOG.md"}  # the instructor's guide and the course kit's history
 WINDOW = 3  # a run of this many consecutive non-blank lines of a solution is a leak
 # Runs a solution shares with shipped course code that are no part of an answer, each with its reason.
 SHARED_NOT_ANSWERS: dict[tuple[str, ...], str] = {

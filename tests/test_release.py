@@ -123,3 +123,15 @@ def test_recorded_data_grades_a_correct_lab_in_full(tmp_path: Path) -> None:
         assert done.returncode == 0 and results["tests"] and not lost, (
             f"lab-{lab} task {task} with the reference as the starter must earn every point; lost: {lost[:5]}\n"
             f"{done.stdout[-1500:]}")
+
+
+def test_every_command_the_release_documents_is_one_of_its_make_targets(release: Path, tmp_path: Path) -> None:
+    """The instructor's printed-commands check, run over the release: its READMEs, notebooks and messages name
+    only targets its own Makefile has (no make test, make mutants, make fixtures ...)."""
+    checker = Path(__file__).with_name("test_commands.py")
+    copy = tmp_path / "course"
+    shutil.copytree(release, copy, ignore=shutil.ignore_patterns("build", "results.json", "__pycache__"))
+    shutil.copy(checker, copy / "tests" / checker.name)
+    done = subprocess.run([sys.executable, "-m", "pytest", f"tests/{checker.name}", "-q", "-p", "no:xdist",
+                           "-k", "canonical"], cwd=copy, env=student_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"commands in the release that it cannot run:\n{done.stdout[-2500:]}"

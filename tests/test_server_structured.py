@@ -197,3 +197,12 @@ def test_without_the_mask_the_same_request_is_not_json(servers: dict[tuple[str, 
         model=MODEL_NAME, messages=[{"role": "user", "content": ASK_JSON}])
     with pytest.raises(json.JSONDecodeError):
         json.loads(reply.choices[0].message.content or "")
+
+
+@pytest.mark.parametrize("family", ["mistral", "tekken"])
+def test_real_vocabularies_parse_too(family: str) -> None:
+    """Mistral 7B's 32,000 pieces and Tekken's 131,072 tokens: the first request waits for the index (seconds)."""
+    with BackgroundServer(build_engine(family, tokens_per_step=4), pipeline=SOLUTION) as server:
+        reply = openai_client(server).chat.completions.parse(
+            model=MODEL_NAME, messages=[{"role": "user", "content": ASK_JSON}], response_format=Weather)
+    assert isinstance(reply.choices[0].message.parsed, Weather), reply.choices[0].message.content

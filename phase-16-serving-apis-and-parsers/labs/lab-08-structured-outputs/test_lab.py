@@ -283,7 +283,10 @@ WALK_STEPS = {"byte": 40, "bpe": 30, "spm": 30, "mistral": 10, "tekken": 6}
 @pytest.mark.task(2)
 @pytest.mark.parametrize("family", list(WALK_STEPS))
 def test_mask_equals_both_oracles_on_random_walks(family: str) -> None:
-    for name, seed in (("weather", 1), ("const", 2)):
+    # The real vocabularies walk the weather schema only (a trie of Tekken takes a second of Python to build);
+    # test_tekken_byte_tokens_can_spell_an_emoji walks "const" on Tekken.
+    walks = (("weather", 1), ("const", 2)) if family in ("byte", "bpe", "spm") else (("weather", 1),)
+    for name, seed in walks:
         table, difference = random_walk_trace(family, regex_of(name), WALK_STEPS[family], seed)
         assert difference is None, format_trace(
             table, f"{family}, schema {name!r}: the mask is every token whose whole byte string the automaton "
