@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from instructor.release import WINDOW, build, forbidden, leaks
+from instructor.release import WINDOW, build, forbidden, leaks, ships
 from mini_vllm.labs import LABS_DIR
 
 pytestmark = pytest.mark.xdist_group("release")
@@ -135,3 +135,17 @@ def test_every_command_the_release_documents_is_one_of_its_make_targets(release:
     done = subprocess.run([sys.executable, "-m", "pytest", f"tests/{checker.name}", "-q", "-p", "no:xdist",
                            "-k", "canonical"], cwd=copy, env=student_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"commands in the release that it cannot run:\n{done.stdout[-2500:]}"
+
+
+LAB = "phase-16-serving-apis-and-parsers/labs/lab-03-streaming-detokenizer"
+
+
+@pytest.mark.parametrize(("path", "shipped"), [
+    (f"{LAB}/starter.py", True), (f"{LAB}/test_lab.py", True), (f"{LAB}/README.md", True),
+    (f"{LAB}/solution.py", False), (f"{LAB}/submission.py", False),  # a student's file dropped in to grade
+    ("instructor/release.py", False), ("instructor/wrong_variants/lab_03/no_hold_back.py", False),
+    ("bench/bench_lab05.py", False), ("tests/test_server.py", False), ("tests/test_starter_api.py", True),
+    ("mini_vllm/testing/fixtures/api.json", True), ("TEACHING.md", False), (".ci/run", False),
+])
+def test_what_ships(path: str, shipped: bool) -> None:
+    assert ships(path) == shipped, f"{path} {'must' if shipped else 'must not'} ship"
