@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from instructor.release import WINDOW, build, forbidden, leaks
+from instructor.release import WINDOW, build, forbidden, leaks, ships
 from mini_vllm.labs import LABS_DIR
 
 pytestmark = pytest.mark.xdist_group("release")
@@ -123,3 +123,29 @@ def test_recorded_data_grades_a_correct_lab_in_full(tmp_path: Path) -> None:
         assert done.returncode == 0 and results["tests"] and not lost, (
             f"lab-{lab} task {task} with the reference as the starter must earn every point; lost: {lost[:5]}\n"
             f"{done.stdout[-1500:]}")
+
+
+def test_every_command_the_release_documents_is_one_of_its_make_targets(release: Path, tmp_path: Path) -> None:
+    """The instructor's printed-commands check, run over the release: its READMEs, notebooks and messages name
+    only targets its own Makefile has (no make test, make mutants, make fixtures ...)."""
+    checker = Path(__file__).with_name("test_commands.py")
+    copy = tmp_path / "course"
+    shutil.copytree(release, copy, ignore=shutil.ignore_patterns("build", "results.json", "__pycache__"))
+    shutil.copy(checker, copy / "tests" / checker.name)
+    done = subprocess.run([sys.executable, "-m", "pytest", f"tests/{checker.name}", "-q", "-p", "no:xdist",
+                           "-k", "canonical"], cwd=copy, env=student_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"commands in the release that it cannot run:\n{done.stdout[-2500:]}"
+
+
+LAB = "phase-16-serving-apis-and-parsers/labs/lab-03-streaming-detokenizer"
+
+
+@pytest.mark.parametrize(("path", "shipped"), [
+    (f"{LAB}/starter.py", True), (f"{LAB}/test_lab.py", True), (f"{LAB}/README.md", True),
+    (f"{LAB}/solution.py", False), (f"{LAB}/submission.py", False),  # a student's file dropped in to grade
+    ("instructor/release.py", False), ("instructor/wrong_variants/lab_03/no_hold_back.py", False),
+    ("bench/bench_lab05.py", False), ("tests/test_server.py", False), ("tests/test_starter_api.py", True),
+    ("mini_vllm/testing/fixtures/api.json", True), ("TEACHING.md", False), (".ci/run", False),
+], ids=lambda value: str(value).replace(LAB, "lab-03"))  # (a lab folder in an id would look like a lab run)
+def test_what_ships(path: str, shipped: bool) -> None:
+    assert ships(path) == shipped, f"{path} {'must' if shipped else 'must not'} ship"
