@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.tokens_per_step < 1:
         parser.error("--tokens-per-step must be >= 1")
-    print(describe_choice())
+    print(describe_choice("running"))
     serve(args.host, args.port, args.tokenizer, args.delay, args.reasoning, args.reasoning_field,
           args.tokens_per_step)
 

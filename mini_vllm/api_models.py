@@ -9,8 +9,9 @@ type and range, in one of three kinds:
   ``top_p``, ``seed``, penalties, ``logit_bias`` ...). A wrong value is still a 400: a client
   with a bug must hear about it here, not on the day it talks to a real model;
 - **refused**: a feature the toy model cannot honestly provide (``logprobs``,
-  ``response_format`` other than text, ``tool_choice: required``, audio ...): a 400 naming it,
-  never a reply that pretends.
+  audio ...): a 400 naming it, never a reply that pretends. ``response_format`` (``json_schema``,
+  ``json_object``) and ``tool_choice: required`` / a named function are honoured by constrained
+  decoding (lab-08, ``mini_vllm.constraints``); a schema keyword outside the supported subset is a 400.
 
 Unknown fields are a 400 too (``extra="forbid"``), as OpenAI answers them, and ``strict=True``
 keeps pydantic from reading ``"5"`` as 5 or ``"no"`` as false. The models are the OpenAPI
@@ -22,6 +23,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema, field_validator
+
+from mini_vllm.constraints import Constraint, json_object_constraint, schema_constraint, tool_call_constraint
 
 NOT_SCRIPTABLE = "the toy model's replies are scripted"
 
@@ -245,7 +248,9 @@ class ChatCompletionRequest(SamplingFields):
     messages: Annotated[list[ChatMessage], Field(max_length=MAX_MESSAGES, json_schema_extra={"minItems": 1})]
     max_completion_tokens: int | None = Field(None, ge=1)
     tools: Annotated[list[ToolDefinition], Field(max_length=MAX_TOOLS)] | None = None
-    # "required" and a named function are declared (a clear 400 beats "unknown value"), documented as refused.
+    # "required" and a named function force a call: the reply is constrained to the tool's parameters (lab-08).
+    # The OpenAPI document lists only the unconstrained values: a fuzzer (schemathesis) then explores the
+    # rest of the API instead of compiling random grammars; tests/test_server_structured.py covers these.
     tool_choice: Annotated[Literal["none", "auto", "required"] | NamedToolChoice | None, nullable(
         {"type": "string", "enum": ["none", "auto"]})] = None
     parallel_tool_calls: bool | None = None
@@ -318,9 +323,11 @@ class ChatCompletionRequest(SamplingFields):
 
     @field_validator("response_format")
     @classmethod
-    def text_format(cls, value: ResponseFormat | None) -> ResponseFormat | None:
-        if value is not None and value.type != "text":
-            raise refuse(f"response_format {value.type!r}", f"{NOT_SCRIPTABLE} and cannot be held to a format")
+    def format_has_a_schema(cls, value: ResponseFormat | None) -> ResponseFormat | None:
+        if value is not None and value.type == "json_schema":
+            schema = (value.json_schema or {}).get("schema")
+            if not isinstance(schema, dict):
+                raise ValueError("response_format json_schema needs json_schema.schema, a JSON Schema object")
         return value
 
     @field_validator("tool_choice")
@@ -332,9 +339,25 @@ class ChatCompletionRequest(SamplingFields):
                 raise ValueError("a required or named tool choice needs `tools`")
             if isinstance(choice, NamedToolChoice) and choice.function.name not in {t.function.name for t in tools}:
                 raise ValueError(f"no tool named {choice.function.name!r} in `tools`")
-            raise ValueError(f"'required' and a named function cannot be honoured: {NOT_SCRIPTABLE} "
-                             "and cannot be forced to call a tool; send 'auto' or 'none'")
         return choice
+
+    def constraint(self) -> Constraint | None:
+        """The grammar the reply must match: a forced call, else ``response_format``'s JSON, else None."""
+        tools = self.tools or []
+        if self.tool_choice == "required":
+            return tool_call_constraint([(t.function.name, t.function.parameters) for t in tools], "tools")
+        if isinstance(self.tool_choice, NamedToolChoice):
+            wanted = self.tool_choice.function.name
+            at, tool = next((i, t) for i, t in enumerate(tools) if t.function.name == wanted)  # the validator checked
+            return tool_call_constraint([(tool.function.name, tool.function.parameters)],
+                                        f"tools[{at}].function.parameters")
+        fmt = self.response_format
+        if fmt is None or fmt.type == "text":
+            return None
+        if fmt.type == "json_object":
+            return json_object_constraint("response_format json_object")
+        return schema_constraint((fmt.json_schema or {})["schema"], "response_format.json_schema.schema",
+                                 "response_format json_schema")
 
     def parses_tool_calls(self) -> bool:
         """Calls are parsed only when the client offered tools and did not say ``tool_choice: none``.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -133,7 +133,8 @@ class Engine:
             admitted.set_result(None)
 
     async def generate(self, request_id: str, prompt_ids: Sequence[int], user_message: str,
-                       params: SamplingParams) -> AsyncIterator[EngineOutput]:
+                       params: SamplingParams,
+                       choose: Callable[[Sequence[int]], int] | None = None) -> AsyncIterator[EngineOutput]:
         """Stream the reply's token ids. Leaving early (break, cancellation) aborts the request.
 
         A request admitted with its ``max_tokens`` reserved (as the server admits them) already
@@ -143,7 +144,8 @@ class Engine:
         """
         if request_id not in self._running:
             self.admit(request_id, len(prompt_ids))
-        reply = self.model.reply_ids(user_message, prompt_ids)
+        # The scripted reply, or (structured outputs, lab-08) a reply chosen token by token under a grammar.
+        reply = self.model.reply_ids(user_message, prompt_ids) if choose is None else chosen(choose, self.tokenizer)
         # Read once: this loop runs for every token of every request, and is the server's hot path.
         eos, delay, per_step, pool = self.tokenizer.eos_token_id, self.token_delay_s, self.tokens_per_step, self.pool
         room = pool.blocks_held(request_id) * pool.block_size  # tokens the held blocks can take
@@ -186,3 +188,12 @@ class Engine:
         self.stats.record(request_id, aborted)
         if self._waiting:
             self._admit_waiting()
+
+
+def chosen(choose: Callable[[Sequence[int]], int], tokenizer: object) -> Iterator[int]:
+    """Token ids picked one at a time by ``choose`` (given the reply so far), up to and including EOS."""
+    eos = tokenizer.eos_token_id  # type: ignore[attr-defined]
+    ids: list[int] = []
+    while not ids or ids[-1] != eos:
+        ids.append(choose(ids))
+        yield ids[-1]

@@ -26,7 +26,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
+from mini_vllm.api_errors import ApiError
 from mini_vllm.api_models import MAX_MESSAGES, MAX_STOP_CHARS, MAX_TOOLS, Strict, refuse
+from mini_vllm.constraints import (
+    Constraint,
+    json_object_constraint,
+    refuse_stop,
+    schema_constraint,
+    tool_call_constraint,
+)
 from mini_vllm.protocol import GenerationRequest, check_unicode, orphan_result
 
 # ----------------------------------------------------------------- OpenAI Responses
@@ -95,21 +103,24 @@ class ResponsesFunctionTool(Strict):
 
 
 class TextConfig(Strict):
-    """The Responses API's ``text``: the reply's format (only plain text here) and verbosity (checked, no effect)."""
+    """The Responses API's ``text``: the reply's format (text, or JSON held to a grammar: lab-08) and verbosity
+    (checked, no effect)."""
 
     format: dict[str, Any] | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
 
     @field_validator("format", mode="before")
     @classmethod
-    def plain_text(cls, value: Any) -> Any:
+    def known_format(cls, value: Any) -> Any:
         if value is None:
             return value
         if not isinstance(value, dict) or not isinstance(value.get("type", "text"), str):
             raise ValueError("must be an object naming its type, such as {\"type\": \"text\"}")
-        if value.get("type", "text") != "text":
-            raise refuse(f"text.format {value['type']!r}", "the toy model's replies are scripted and cannot "
-                         "follow a format")
+        kind = value.get("type", "text")
+        if kind not in ("text", "json_object", "json_schema"):
+            raise refuse(f"text.format {kind!r}", "send text, json_object or json_schema")
+        if kind == "json_schema" and not isinstance(value.get("schema"), dict):
+            raise ValueError("text.format json_schema needs `schema`, a JSON Schema object")
         return value
 
 
@@ -158,6 +169,15 @@ class ResponsesRequest(Strict):
             raise refuse("a stored conversation", "nothing is stored between requests; send the whole input")
         return value
 
+    def constraint(self) -> Constraint | None:
+        """``text.format``'s grammar (lab-08), or None for plain text."""
+        fmt = (self.text.format if self.text else None) or {}
+        if fmt.get("type") == "json_object":
+            return json_object_constraint("text.format json_object")
+        if fmt.get("type") == "json_schema":
+            return schema_constraint(fmt["schema"], "text.format.schema", "text.format json_schema")
+        return None
+
 
 def _text(content: str | list[InputText]) -> str:
     return content if isinstance(content, str) else "".join(part.text for part in content)
@@ -200,7 +220,7 @@ def from_responses(body: ResponsesRequest) -> GenerationRequest:
     return GenerationRequest("chat", "".join(parts) + _opening(thinking), user_message, bool(body.stream), False,
                              max_tokens=body.max_output_tokens, enable_thinking=thinking,
                              parse_tool_calls=parse_calls, parallel_tool_calls=body.parallel_tool_calls is not False,
-                             prompt_field="input", max_tokens_field="max_output_tokens")
+                             constraint=body.constraint(), prompt_field="input", max_tokens_field="max_output_tokens")
 
 
 # ----------------------------------------------------------------- Anthropic Messages
@@ -258,13 +278,6 @@ class AnthropicToolChoice(Strict):
     name: str | None = None
     disable_parallel_tool_use: bool | None = None
 
-    @field_validator("type")
-    @classmethod
-    def not_forced(cls, value: str) -> str:
-        if value in ("any", "tool"):
-            raise refuse(f"tool_choice {value!r}", "the toy model's replies are scripted and cannot be forced to "
-                         "call a tool; send 'auto' or 'none'")
-        return value
 
 
 class Thinking(Strict):
@@ -313,6 +326,21 @@ class MessagesRequest(Strict):
     def thinking_enabled(self) -> bool:
         return self.thinking is not None and self.thinking.type != "disabled"
 
+    def constraint(self) -> Constraint | None:
+        """``tool_choice`` any / tool: the reply is a call to one of the tools (lab-08's grammar), else None."""
+        choice, tools = self.tool_choice, self.tools or []
+        if choice is None or choice.type not in ("any", "tool"):
+            return None
+        if not tools:
+            raise ApiError(400, f"tool_choice {choice.type!r} needs `tools`", param="tool_choice")
+        if choice.type == "tool":
+            named = [(i, t) for i, t in enumerate(tools) if t.name == choice.name]
+            if not named:
+                raise ApiError(400, f"tool_choice names no tool in `tools`: {choice.name!r}", param="tool_choice.name")
+            return tool_call_constraint([(named[0][1].name, named[0][1].input_schema)],
+                                        f"tools[{named[0][0]}].input_schema")
+        return tool_call_constraint([(t.name, t.input_schema) for t in tools], "tools")
+
 
 def from_messages(body: MessagesRequest) -> GenerationRequest:
     system = body.system if isinstance(body.system, str) or body.system is None else _text_of(body.system)
@@ -339,9 +367,11 @@ def from_messages(body: MessagesRequest) -> GenerationRequest:
     parse_calls = bool(body.tools) and (body.tool_choice is None or body.tool_choice.type != "none")
     one_call = body.tool_choice is not None and bool(body.tool_choice.disable_parallel_tool_use)
     stop = tuple(check_unicode(s, f"stop_sequences[{i}]") for i, s in enumerate(body.stop_sequences or ()))
+    constraint = body.constraint()
+    refuse_stop(constraint, stop, "stop_sequences")
     return GenerationRequest("chat", "".join(parts) + _opening(body.thinking_enabled), user_message,
                              bool(body.stream), False, stop, body.max_tokens, enable_thinking=body.thinking_enabled,
-                             parse_tool_calls=parse_calls, parallel_tool_calls=not one_call)
+                             parse_tool_calls=parse_calls, parallel_tool_calls=not one_call, constraint=constraint)
 
 
 def check_results(blocks: list[Any], calls_before: set[str], i: int) -> None:

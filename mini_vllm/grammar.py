@@ -29,6 +29,7 @@ SUPPORTED_KEYWORDS = frozenset({
     # annotations: they describe, they do not constrain (pydantic writes "title" everywhere)
     "title", "description", "$schema",
 })
+MAX_LENGTH = 256  # minLength / maxLength above this would make automata too big to index in Python
 SUPPORTED_TYPES = frozenset({"object", "string", "integer", "number", "boolean", "null", "array"})
 
 
@@ -52,6 +53,9 @@ def check_schema(schema: Any, where: str = "#") -> None:
             raise UnsupportedSchema(f"type: {value}", where)
         if keyword == "additionalProperties" and value is not False:
             raise UnsupportedSchema("additionalProperties (only false is supported)", where)
+        if keyword in ("minLength", "maxLength") and (isinstance(value, bool) or not isinstance(value, int)
+                                                       or not 0 <= value <= MAX_LENGTH):
+            raise UnsupportedSchema(f"{keyword}: {value!r} (an integer 0..{MAX_LENGTH} is supported)", where)
     for name, sub in (schema.get("properties") or {}).items():
         check_schema(sub, f"{where}/properties/{name}")
     if "items" in schema:

@@ -110,12 +110,32 @@ def lab_of_path(path: str | os.PathLike[str]) -> str | None:
     return match.group(1) if match else None
 
 
+# Labs whose tests run other labs' code through this loader: lab-02's pipeline composes these stages.
+# (lab-07 formats recorded reference streams, so it composes nothing at run time.)
+COMPOSED_STAGES = {"02": ("01", "03", "04", "05", "06")}
+
+
 def graded_footer(labs: list[str]) -> str:
-    """The last line of a test run over ``labs``: whose code was graded, even under ``-q``."""
+    """The last line of a test run over ``labs``: whose code was graded, even under ``-q``; and for a lab
+    that composes others, whose stages it ran over (the student's own labs, unless the reference's)."""
     choices = {lab: chosen_impl(lab) for lab in labs}
     if len(set(choices.values())) == 1:
-        return "graded: " + _whose(next(iter(choices.values())))
-    return "graded: " + "; ".join(f"{lab} {_whose(impl)}" for lab, impl in choices.items())
+        line = "graded: " + _whose(next(iter(choices.values())))
+    else:
+        line = "graded: " + "; ".join(f"{lab} {_whose(impl)}" for lab, impl in choices.items())
+    for lab in labs:
+        stages = COMPOSED_STAGES.get(lab_number(lab))
+        if stages is None:
+            continue
+        if os.environ.get("LAB_COMPOSE") == "reference":
+            line += f" (lab-{lab_number(lab)} ran over the reference labs {', '.join(stages)})"
+        else:
+            used = sorted({_whose(chosen_impl(stage)).split(" ")[0] for stage in stages})
+            line += f" (lab-{lab_number(lab)} ran over labs {', '.join(stages)}: {', '.join(used)}"
+            if default_impl() != DEFAULT_IMPL:  # no reference formatter here: the pipeline's chunks are the student's
+                line += "; its tasks 1, 2, 4 sent through your ChunkFormatter"
+            line += ")"
+    return line
 
 
 def _whose(impl: str) -> str:
@@ -126,15 +146,19 @@ def _whose(impl: str) -> str:
     return impl if impl.endswith(".py") else f"{impl}.py"
 
 
-def describe_choice() -> str:
-    """One line for banners: which implementation runs, in a student's terms."""
+def describe_choice(doing: str = "grading") -> str:
+    """One line for banners: which implementation runs, in a student's terms.
+
+    ``doing`` is what the caller does with it: the tests grade it; the server and the
+    notebooks only run it (``describe_choice("running")``), and must not claim to grade.
+    """
     impl = os.environ.get("LAB_IMPL") or default_impl()
     if impl == "starter":
-        line = "LAB_IMPL=starter: grading YOUR code in starter.py"
+        line = f"LAB_IMPL=starter: {doing} YOUR code in starter.py"
     elif impl == DEFAULT_IMPL:
         line = "LAB_IMPL=solution: running the reference solutions (set LAB_IMPL=starter to run yours)"
     else:
-        line = f"LAB_IMPL={impl}: grading {impl if impl.endswith('.py') else impl + '.py'}"
+        line = f"LAB_IMPL={impl}: {doing} {impl if impl.endswith('.py') else impl + '.py'}"
     overrides = sorted(k for k in os.environ if re.fullmatch(r"LAB_IMPL_\d\d", k))
     if overrides:
         line += " (overrides: " + ", ".join(f"{k}={os.environ[k]}" for k in overrides) + ")"

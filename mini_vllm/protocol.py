@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from mini_vllm.api_errors import ApiError
 from mini_vllm.api_models import AssistantMessage, ChatCompletionRequest, CompletionRequest, ToolMessage, message_text
+from mini_vllm.constraints import Constraint, refuse_stop
 from mini_vllm.sampling import InvalidRequest, SamplingParams
 
 __all__ = ["ApiError", "GenerationRequest", "check_model", "context_exceeded", "from_chat", "from_completion"]
@@ -36,6 +37,7 @@ class GenerationRequest:
     enable_thinking: bool = False  # chat_template_kwargs.enable_thinking: the template opens the thought
     parse_tool_calls: bool = False  # tools were offered and tool_choice is not "none"
     parallel_tool_calls: bool = True  # false: at most one call is sent
+    constraint: Constraint | None = None  # a grammar the reply must match (lab-08): response_format, a forced call
     prompt_field: str = "messages"  # the request fields an error about the prompt's or the reply's length names
     max_tokens_field: str = "max_tokens"
 
@@ -101,10 +103,12 @@ def from_chat(body: ChatCompletionRequest) -> GenerationRequest:
     enable_thinking = bool(kwargs and kwargs.enable_thinking)
     prompt, user_message = chat_prompt(body, enable_thinking)
     options = body.stream_options
+    constraint, stop = body.constraint(), _stop(body)
+    refuse_stop(constraint, stop)
     return GenerationRequest(
-        "chat", prompt, user_message, bool(body.stream), bool(options and options.include_usage), _stop(body),
+        "chat", prompt, user_message, bool(body.stream), bool(options and options.include_usage), stop,
         body.completion_limit(), body.include_stop_str_in_output, body.skip_special_tokens, body.include_reasoning,
-        enable_thinking, body.parses_tool_calls(), body.parallel_tool_calls is not False,
+        enable_thinking, body.parses_tool_calls(), body.parallel_tool_calls is not False, constraint,
         max_tokens_field="max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens")
 
 

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 
 import httpx
+import jsonschema
 import openai
 import pytest
 
@@ -24,7 +25,7 @@ from mini_vllm.demo import (
 )
 from mini_vllm.labs import load_lab
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
-from mini_vllm.toy_model import SCRIPTS, ToyModel, script_for
+from mini_vllm.toy_model import SCRIPTS, WEATHER_JSON_TEXT, ToyModel, script_for
 
 SOLUTION = load_lab("lab-02", "solution")
 
@@ -90,8 +91,9 @@ def test_token_bytes_are_each_generated_tokens_raw_bytes(root: str, tokenizer: s
     ({"tokenizer": "byte", "script": "japanese", "delay_ms": "-1"}, "delay_ms", "from 0 to"),
     ({"tokenizer": "byte", "script": "japanese", "delay_ms": "fast"}, "delay_ms", "'fast'"),
     ({"tokenizer": "byte", "script": "japanese", "delay_ms": "nan"}, "delay_ms", "from 0 to"),
+    ({"tokenizer": "byte", "script": "japanese", "schema": "yaml"}, "schema", "unknown schema 'yaml'"),
 ], ids=["unknown-tokenizer", "no-tokenizer", "unknown-script", "hidden-script", "negative-delay",
-        "delay-not-a-number", "delay-nan"])
+        "delay-not-a-number", "delay-nan", "unknown-schema"])
 def test_bad_token_bytes_requests_get_400_with_openai_error_bodies(root: str, query: dict[str, str], param: str,
                                                                     words: str) -> None:
     response = httpx.get(root + "/demo/token-bytes", params=query)
@@ -154,3 +156,24 @@ def test_each_script_sends_what_it_needs(root: str) -> None:
     for key, request in requests.items():
         assert ("tools" in request) == ("<tool_call>" in SCRIPTS[key]), (key, request)
         assert ("stop" in request) == ("STOP" in SCRIPTS[key]), (key, request)
+
+
+@pytest.mark.parametrize("tokenizer", ["byte", "bpe"])
+def test_schema_picker_shows_the_same_reply_unmasked_and_constrained(root: str, tokenizer: str) -> None:
+    """Left pane: the scoring mode with no mask (prose around the JSON). Right: the same scores under the schema."""
+    settings = httpx.get(root + "/demo/scripts").json()
+    schema = next(s for s in settings["schemas"] if s["key"] == "weather")
+    tokens = token_events(httpx.get(root + "/demo/token-bytes", params={
+        "tokenizer": tokenizer, "script": "japanese", "schema": "weather"}, timeout=60))
+    unmasked = b"".join(bytes.fromhex(str(t["hex"])) for t in tokens if not t["special"]).decode("utf-8")
+    assert WEATHER_JSON_TEXT in unmasked and not unmasked.startswith("{"), (
+        f"with no mask the toy model wraps its JSON in prose: {unmasked!r}")
+    client = openai.OpenAI(base_url=f"{root}/demo/tokenizers/{tokenizer}/v1", api_key="not-needed", max_retries=0,
+                           timeout=60)
+    reply = client.chat.completions.create(
+        model=MODEL_NAME, messages=[{"role": "user", "content": "japanese" + settings["as_json"]}],
+        response_format={"type": "json_schema", "json_schema": {"name": "weather", "strict": True,
+                                                                 "schema": schema["schema"]}})
+    content = reply.choices[0].message.content or ""
+    jsonschema.validate(json.loads(content), schema["schema"])
+    assert json.loads(content) == json.loads(WEATHER_JSON_TEXT), "masked, the model still says what it meant to"

@@ -44,3 +44,13 @@ def test_bad_lab_names_are_rejected(bad: str) -> None:
 def test_banner_says_whose_code_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAB_IMPL", "starter")
     assert labs.describe_choice() == "LAB_IMPL=starter: grading YOUR code in starter.py"
+    # The server and the notebooks run the code; only the tests grade it.
+    assert labs.describe_choice("running") == "LAB_IMPL=starter: running YOUR code in starter.py"
+
+
+def test_only_the_tests_claim_to_grade() -> None:
+    """The server and every notebook print the banner with "running": they run your code, they do not grade it."""
+    notebooks = labs.LABS_DIR.parent / "notebooks"
+    printers = [labs.REPO_ROOT / "mini_vllm" / "__main__.py", *sorted(notebooks.glob("*.ipynb"))]
+    claims = [p.name for p in printers if "describe_choice()" in p.read_text(encoding="utf-8")]
+    assert not claims, f"these print 'grading YOUR code' where they only run it: {claims}"

@@ -222,7 +222,7 @@ def test_anthropic_errors_are_anthropic_shaped(server: BackgroundServer) -> None
     for body, words in (({"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
                         ({"model": MODEL_NAME, "max_tokens": 5, "messages": "hi"}, "messages"),
                         ({"model": MODEL_NAME, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}],
-                          "tool_choice": {"type": "any"}}, "tool_choice")):
+                          "tool_choice": {"type": "any"}}, "tool_choice")):  # "any" needs tools
         reply = httpx.post(root + "/v1/messages", json=body)
         assert reply.status_code == 400, reply.text
         assert reply.json()["type"] == "error" and reply.json()["error"]["type"] == "invalid_request_error", reply.text

@@ -6,8 +6,8 @@ generate bodies for every operation. For each request it checks that the answer 
 documented schema (a 400 must be OpenAI's error body); invalid bodies must be refused.
 
 Not checked: that every schema-valid body is accepted (``positive_data_acceptance``). Some
-are refused on purpose, with a 400 naming the field: ``tool_choice: "required"``, ``logprobs:
-true`` and other features a scripted model cannot honour, a prompt over the context. A quarter of the
+are refused on purpose, with a 400 naming the field: a JSON Schema keyword outside lab-08's subset,
+``logprobs: true`` and other features a scripted model cannot honour, a prompt over the context. A quarter of the
 generated bodies keep the model name schemathesis invented (a 404 to check); the rest
 ask for the served model, so generation itself runs too.
 

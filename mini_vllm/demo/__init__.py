@@ -17,6 +17,11 @@
 
 Both feeds take the token ids from the same toy model and the same script, so the two panes
 show one reply read two ways.
+
+The schema picker (lab-08): with a schema chosen, the page asks for the reply "as json". The left
+pane's feed (``token-bytes?schema=weather``) is then the toy model's scoring mode sampled greedily
+with no mask, and the right pane's request carries ``response_format``, so the server samples the
+same scores under the schema's mask: the same reply, unconstrained and constrained, side by side.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from mini_vllm.labs import load_lab
 from mini_vllm.server import create_app
 from mini_vllm.server.runner import sse
 from mini_vllm.tokenizer_base import Tokenizer
-from mini_vllm.toy_model import SCRIPTS, ToyModel, script_for
+from mini_vllm.toy_model import SCRIPTS, WEATHER_JSON, ToyModel, script_for
 
 PAGE_DIR = Path(__file__).resolve().parent
 TOKENIZER_NAMES = TOKENIZER_FAMILIES
@@ -63,6 +68,15 @@ REQUEST_EXTRAS: dict[str, dict[str, Any]] = {
     "stop": {"stop": ["STOP"]}, "think stop": {"stop": ["STOP"]},
     **{key: {"tools": DEMO_TOOLS} for key in ("think then call", "two tools", "write file", "broken tool", "weather")},
 }
+# The schema picker: what the right pane's reply must match when one is chosen (the left pane has no mask).
+WEATHER_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": list(WEATHER_JSON),
+    "properties": {"city": {"type": "string", "maxLength": 8}, "temperature": {"type": "integer"},
+                   "unit": {"enum": ["celsius", "fahrenheit"]}, "note": {"type": "string"}},
+}
+SCHEMAS: dict[str, dict[str, Any]] = {"weather": WEATHER_SCHEMA}
+AS_JSON = " as json"  # what the page adds to the user message with a schema: the toy model's chatty JSON reply
+MAX_UNMASKED_TOKENS = 400
 # A tab icon, so the browser's automatic /favicon.ico request is not a 404 in every log.
 FAVICON_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
                'fill="#8a5a00"/><text x="8" y="12" font-size="10" text-anchor="middle" fill="#fff">v</text></svg>')
@@ -154,10 +168,31 @@ class ServerPerTokenizer:
             _request_delay_s.reset(reset)
 
 
-async def token_bytes_events(tokenizer: Tokenizer, script: str, delay_s: float) -> AsyncIterator[str]:
+def check_schema_key(key: str | None) -> str | None:
+    if key in (None, "", "none"):
+        return None
+    if key not in SCHEMAS:
+        raise ApiError(400, f"unknown schema {key!r}: choose none or one of {', '.join(SCHEMAS)}", param="schema",
+                       code="unknown_schema")
+    return key
+
+
+def unmasked_reply(tokenizer: Tokenizer, message: str) -> list[int]:
+    """The toy model's scoring mode sampled greedily with no mask: what the model says when nothing holds it."""
+    model, ids = ToyModel(tokenizer), list[int]()
+    while len(ids) < MAX_UNMASKED_TOKENS and (not ids or ids[-1] != tokenizer.eos_token_id):
+        scores = model.scores(message, ids)
+        ids.append(max(range(len(scores)), key=scores.__getitem__))
+    return ids
+
+
+async def token_bytes_events(tokenizer: Tokenizer, script: str, delay_s: float,
+                             schema: str | None = None) -> AsyncIterator[str]:
     """One event per generated token (EOS included, marked special), paced like the engine."""
     specials = set(tokenizer.all_special_ids)
-    for index, token_id in enumerate(ToyModel(tokenizer).reply_ids(script)):
+    ids = ToyModel(tokenizer).reply_ids(script) if schema is None else \
+        await asyncio.to_thread(unmasked_reply, tokenizer, script + AS_JSON)
+    for index, token_id in enumerate(ids):
         await asyncio.sleep(delay_s)
         yield sse({"index": index, "id": token_id, "special": token_id in specials,
                    "hex": tokenizer.decode_single_token_bytes(token_id).hex()})
@@ -201,14 +236,17 @@ def add_demo_routes(app: FastAPI, pipeline: ModuleType | None = None, model_name
                 "default_script": DEFAULT_SCRIPT,
                 "model": model_name, "max_delay_ms": MAX_DELAY_MS, "pipeline": describe_pipeline(lab),
                 "scripts": [{"key": key, "label": label, "request": REQUEST_EXTRAS.get(key, {})}
-                            for key, label in demo_scripts().items()]}
+                            for key, label in demo_scripts().items()],
+                "schemas": [{"key": key, "label": f"{key} (json_schema, strict)", "schema": schema}
+                            for key, schema in SCHEMAS.items()], "as_json": AS_JSON}
 
     @app.get("/demo/token-bytes", include_in_schema=False)
     async def token_bytes(tokenizer: str | None = None, script: str | None = None,
-                          delay_ms: str | None = None) -> Any:
+                          delay_ms: str | None = None, schema: str | None = None) -> Any:
         try:
             loaded = await asyncio.to_thread(check_tokenizer, tokenizer)  # off the loop: see ServerPerTokenizer
-            events = token_bytes_events(loaded, check_script(script), check_delay_ms(delay_ms))
+            events = token_bytes_events(loaded, check_script(script), check_delay_ms(delay_ms),
+                                        check_schema_key(schema))
         except ApiError as error:
             return error_response(error)
         return StreamingResponse(events, media_type="text/event-stream")

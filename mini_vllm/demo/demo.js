@@ -69,7 +69,8 @@ async function runNaive(params, signal) {
   const strip = $("naive-tokens");
   let tokens = 0;
   setState("naive", "streaming", "streaming…");
-  const query = new URLSearchParams({ tokenizer: params.tokenizer, script: params.script, delay_ms: params.delay });
+  const query = new URLSearchParams({ tokenizer: params.tokenizer, script: params.script, delay_ms: params.delay,
+    schema: params.schema ? params.schema.key : "none" });
   const response = await fetch(`/demo/token-bytes?${query}`, { signal });
   if (!response.ok) {
     setState("naive", "error", describeError(await errorMessage(response)));
@@ -94,7 +95,8 @@ async function runNaive(params, signal) {
     $("naive-token-count").textContent = tokens;
     $("naive-fffd-count").textContent = countReplacements(text.textContent);
   }
-  setState("naive", "done", `done: ${tokens} tokens, each decoded alone`);
+  const how = params.schema ? "sampled with no mask, each decoded alone" : "each decoded alone";
+  setState("naive", "done", `done: ${tokens} tokens, ${how}`);
 }
 
 // ---- right pane: the course pipeline over the real OpenAI endpoint ----------------------------
@@ -193,7 +195,7 @@ async function runCourse(params, signal) {
   setState("course", "streaming", "streaming…");
   const body = {
     model: config.model,
-    messages: [{ role: "user", content: params.script }],
+    messages: [{ role: "user", content: params.message }],
     stream: true,
     stream_options: { include_usage: true },
     max_tokens: MAX_TOKENS,
@@ -239,21 +241,24 @@ function eventsRequest(api, params) {
   const extra = params.request || {};
   const tools = extra.tools || [];
   if (api === "responses") {
+    const format = params.schema ? { text: { format: { type: "json_schema", name: params.schema.key, strict: true,
+      schema: params.schema.schema } } } : {};
     return {
-      model: config.model, input: params.script, stream: true, max_output_tokens: MAX_TOKENS,
+      model: config.model, input: params.message, stream: true, max_output_tokens: MAX_TOKENS,
       tools: tools.map((t) => ({ type: "function", name: t.function.name, parameters: t.function.parameters })),
+      ...format,
     };
   }
-  if (api === "messages") {
+  if (api === "messages") { // Anthropic has no response_format: this request is not constrained
     return {
       model: config.model, max_tokens: MAX_TOKENS, stream: true,
-      messages: [{ role: "user", content: params.script }],
+      messages: [{ role: "user", content: params.message }],
       tools: tools.map((t) => ({ name: t.function.name, input_schema: t.function.parameters })),
       stop_sequences: extra.stop || [],
     };
   }
   return {
-    model: config.model, messages: [{ role: "user", content: params.script }], stream: true,
+    model: config.model, messages: [{ role: "user", content: params.message }], stream: true,
     max_tokens: MAX_TOKENS, ...extra,
   };
 }
@@ -314,9 +319,14 @@ async function start(event) {
   const controller = new AbortController();
   running = controller;
   const script = config.scripts.find((s) => s.key === $("script").value);
+  // The schema picker (lab-08): the reply asked for as JSON, the right pane held to the schema.
+  const schema = (config.schemas || []).find((s) => s.key === $("schema").value) || null;
+  const request = schema ? {
+    response_format: { type: "json_schema", json_schema: { name: schema.key, strict: true, schema: schema.schema } },
+  } : script.request;
   const params = {
-    script: script.key, request: script.request, tokenizer: $("tokenizer").value, delay: $("delay").value,
-    api: $("api").value,
+    script: script.key, request, tokenizer: $("tokenizer").value, delay: $("delay").value,
+    api: $("api").value, schema, message: schema ? script.key + config.as_json : script.key,
   };
   resetPanes();
   document.body.dataset.run = "streaming";
@@ -342,6 +352,7 @@ async function init() {
   config = await response.json();
   for (const script of config.scripts) $("script").append(new Option(script.label, script.key));
   for (const name of config.tokenizers) $("tokenizer").append(new Option(name, name));
+  for (const schema of config.schemas || []) $("schema").append(new Option(schema.label, schema.key));
   $("tokenizer").value = config.default_tokenizer;
   $("script").value = config.default_script;
   // /demo?script=japanese&tokenizer=byte&delay=20&run=1 opens the page on a chosen case.
@@ -350,6 +361,7 @@ async function init() {
   if (wanted.has("tokenizer")) $("tokenizer").value = wanted.get("tokenizer");
   if (wanted.has("delay")) $("delay").value = wanted.get("delay");
   if (wanted.has("api")) $("api").value = wanted.get("api");
+  if (wanted.has("schema")) $("schema").value = wanted.get("schema");
   showDelay();
   $("pipeline-file").textContent = config.pipeline;
   $("server-info").textContent = `model ${config.model} · tokenizers: ${config.tokenizers.join(", ")}`;

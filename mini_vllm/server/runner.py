@@ -30,6 +30,7 @@ from mini_vllm.engine import Engine
 from mini_vllm.kv_pool import NoFreeBlocks
 from mini_vllm.protocol import GenerationRequest, context_exceeded
 from mini_vllm.server.bodies import read_body
+from mini_vllm.server.structured import compile_constraint
 
 __all__ = ["Framing", "Generation", "admit", "generate", "lab_errors_as_api_errors", "prepare", "read_body",
            "respond", "sse"]
@@ -78,6 +79,7 @@ class Generation:
     request_id: str
     prompt_ids: list[int]
     params: Any  # SamplingParams
+    grammar: Any = None  # the request's constraint compiled by lab-08 (mini_vllm.server.structured), if any
 
 
 async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix: str = "",
@@ -93,9 +95,18 @@ async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix
         return req, encode_prompt(engine, req.prompt, req.prompt_field)
 
     req, prompt_ids = work() if inline else await asyncio.to_thread(work)
+    grammar = None
+    if req.constraint is not None:  # an index over the whole vocabulary: always off the loop, however small the body
+        grammar = await asyncio.to_thread(compile_grammar, engine, req.constraint)
     params = req.sampling_params(len(prompt_ids), engine.capacity_tokens)
     prefix = prefix or ("chatcmpl" if req.kind == "chat" else "cmpl")
-    return Generation(req, f"{prefix}-{uuid.uuid4().hex[:24]}", prompt_ids, params)
+    return Generation(req, f"{prefix}-{uuid.uuid4().hex[:24]}", prompt_ids, params, grammar)
+
+
+def compile_grammar(engine: Engine, constraint: Any) -> Any:
+    """The request's grammar compiled by lab-08's code: a stub there is a 501 naming its task."""
+    with lab_errors_as_api_errors():
+        return compile_constraint(engine, constraint)
 
 
 def encode_prompt(engine: Engine, prompt: str, field: str = "messages") -> list[int]:
@@ -177,7 +188,10 @@ async def generate(engine: Engine, generation: Generation, output: Any, framing:
         if first:
             yield first
         try:
-            async for out in engine.generate(request_id, generation.prompt_ids, req.user_message, generation.params):
+            choose = None if generation.grammar is None else \
+                generation.grammar.chooser(engine, req.user_message, req.enable_thinking)
+            async for out in engine.generate(request_id, generation.prompt_ids, req.user_message, generation.params,
+                                             choose):
                 completion_tokens += len(out.token_ids)
                 framed = step(push(out.token_ids[0] if len(out.token_ids) == 1 else list(out.token_ids)))
                 if framed:

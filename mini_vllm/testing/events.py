@@ -14,7 +14,10 @@ import functools
 import json
 import types
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 from mini_vllm.testing.messages_grammar import anthropic_stop_reason, check_messages
 from mini_vllm.testing.responses_grammar import Event, Violation, check_responses, shorten
@@ -143,7 +146,7 @@ def _extra_fields(model: Any, path: str = "") -> list[str]:
     return found
 
 
-def _members(union: Any) -> list[type]:
+def _members(union: Any) -> list[Any]:
     """The classes of a (possibly ``Annotated``) union of SDK models, flattened."""
     import typing
 
@@ -155,7 +158,7 @@ def _members(union: Any) -> list[type]:
 
 
 @functools.cache
-def sdk_classes(api: str) -> dict[str, type]:
+def sdk_classes(api: str) -> dict[str, type[BaseModel]]:
     """The official SDK's event class for each event ``type`` (``"responses"``: ``openai.types.responses``;
     ``"messages"``: ``anthropic.types``, with ``ErrorResponse`` for the ``error`` event)."""
     import typing

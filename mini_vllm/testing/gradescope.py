@@ -23,7 +23,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Protocol
 
-from mini_vllm.labs import REPO_ROOT, impl_path, lab_dir, lab_number
+from mini_vllm.labs import REPO_ROOT, describe_choice, impl_path, lab_dir, lab_number
 from mini_vllm.testing.policy import load_policy, test_id
 from mini_vllm.testing.provenance import course_commit, course_version, file_record, isolation, read_build_info
 
@@ -101,7 +101,7 @@ def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> d
         "commit": course_commit(),
         "build": read_build_info(),
         "tests_version": policy.tests_version,
-        "implementation": {lab: _chosen(lab) for lab in [*labs, *composed]},
+        "implementation": describe_choice(),
         "lab_compose": os.environ.get("LAB_COMPOSE") or None,
         "isolation": isolation(),
         "python": platform.python_version(),
@@ -130,13 +130,6 @@ def _lab_points(tests: Sequence[ResultTest]) -> dict[str, Any]:
         for entry in (lab, *lab["tasks"].values()):
             entry["score"], entry["max_score"] = _points(entry["score"]), _points(entry["max_score"])
     return labs
-
-
-def _chosen(lab: str) -> str:
-    try:
-        return file_record(impl_path(lab))["path"] or ""
-    except (FileNotFoundError, LookupError) as error:
-        return f"(not found: {error})"
 
 
 def _graded_file(lab: str) -> dict[str, str | None]:

@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +75,8 @@ def write_build_info(dest: Path, kind: str, root: Path = REPO_ROOT) -> dict[str,
     """Stamp a built copy of the course (``kind``: ``release`` or ``autograder``) with where it came from.
 
     The id is the source commit's first 12 hex digits (``-dirty`` when built from uncommitted
-    changes), so a release and the autograder built from the same commit share it.
+    changes), so a release and the autograder built from the same commit share it. No date: the
+    same commit builds the same bytes.
     """
     from mini_vllm.testing.policy import load_policy  # here, not at the top: policy imports nothing from here
 
@@ -86,7 +86,6 @@ def write_build_info(dest: Path, kind: str, root: Path = REPO_ROOT) -> dict[str,
         "kind": kind,
         "id": short,
         "source_commit": commit,
-        "built_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "course_version": course_version(root),
         "tests_version": load_policy(root / "grading.toml").tests_version,
     }

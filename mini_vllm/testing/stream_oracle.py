@@ -26,6 +26,7 @@ import codecs
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Any
 
 REPLACEMENT_CHAR = "\ufffd"
 
@@ -111,3 +112,14 @@ def expected_stream(prompt_bytes: Sequence[bytes], output_bytes: Sequence[bytes]
         token = next(k for k, end in enumerate(token_ends) if deciding_byte < end)
         per_token[token] += unit.text
     return ExpectedStream(per_token, at_flush, settled)
+
+
+def decodes_like_sentencepiece(tokenizer: Any) -> bool:
+    """Whether ``tokenizer.decode`` strips the first space of what it decodes (and writes one U+FFFD per byte
+    of a broken run), as the SentencePiece family does: :func:`expected_stream`'s two switches.
+
+    Read off the tokenizer's behaviour, so a new family needs no entry here.
+    """
+    ids = tokenizer.encode("Hello world")
+    word = next(k for k in range(1, len(ids)) if tokenizer.decode_single_token_bytes(ids[k]).startswith(b" "))
+    return not tokenizer.decode(ids[word:]).startswith(" ")

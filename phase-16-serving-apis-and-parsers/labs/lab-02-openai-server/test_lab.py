@@ -28,8 +28,10 @@ from mini_vllm import load_tokenizer
 from mini_vllm.labs import load_lab, reference_lab
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
+from mini_vllm.testing.composed import escaped_error
 from mini_vllm.testing.replay import replay_pipeline
 from mini_vllm.testing.strategies import WrittenReply, written_tool_call_replies
+from mini_vllm.testing.stream_oracle import ExpectedStream, decodes_like_sentencepiece, expected_stream
 from mini_vllm.testing.trace import Step, format_trace
 from mini_vllm.tokenizer_base import encode_continuation
 from mini_vllm.toy_model import (
@@ -75,6 +77,73 @@ TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": 
 reference = reference_lab("lab-02")
 YOUR_PIPELINE = SimpleNamespace(OutputPipeline=lab.OutputPipeline, ChunkFormatter=(reference or lab).ChunkFormatter)
 YOUR_FORMATTER = SimpleNamespace(OutputPipeline=replay_pipeline, ChunkFormatter=lab.ChunkFormatter)
+
+
+class CheckedPipeline:
+    """Your OutputPipeline, for the tests without a server, where the reply is one the rules accept.
+
+    No stage may raise on such a reply. When an exception escapes from a lab your pipeline
+    composes (lab-01's ToolCallParseError, say), the failure opens with the rule your pipeline
+    broke and shows your own frames, instead of a traceback through that lab's code.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._pipeline = checked("OutputPipeline(...)", lambda: lab.OutputPipeline(*args, **kwargs))
+
+    @property
+    def stopped(self) -> bool:
+        return bool(self._pipeline.stopped)
+
+    def push(self, token_ids: Any) -> Any:
+        return checked(f"push({token_ids!r})", lambda: self._pipeline.push(token_ids))
+
+    def finish(self, reason: str) -> Any:
+        return checked(f"finish({reason!r})", lambda: self._pipeline.finish(reason))
+
+
+def escape_rule(error: BaseException) -> str:
+    """The rule a pipeline broke when ``error`` escaped it on a reply the rules accept."""
+    if type(error).__name__ == "ToolCallParseError":
+        return ("lab-01's parser was handed a broken call, but every call in this reply is well formed (or cut by "
+                "max_tokens, which finish handles): each piece of the answer goes to the tool parser once, in order, "
+                "before its finish(), and that includes what the stop checker releases at the end (its flush)")
+    return "this reply is one the rules accept, so no stage may raise: look at what your pipeline handed that lab"
+
+
+def checked(call: str, step: Any) -> Any:
+    """Run one call of your pipeline; an exception from a composed lab becomes the rule plus your frames."""
+    try:
+        return step()
+    except (NotImplementedError, AssertionError):  # a stub names its task; an assertion is already a rule
+        raise
+    except Exception as error:  # any error escaping a well-formed reply is the pipeline's
+        problem = escaped_error(error, f"OutputPipeline.{call}", escape_rule(error), getattr(lab, "__file__", None))
+    pytest.fail(problem, pytrace=False)  # outside the except: no "during handling" traceback above it
+
+
+def detokenizer_oracle(tokenizer: Any, prompt_ids: list[int], ids: list[int]) -> ExpectedStream:
+    """What each pushed id must show, read off the token bytes (``mini_vllm/testing/stream_oracle.py``, the oracle
+    lab-04's tests use), for a reply of plain text: no tag, no stop string, so every stage after the detokenizer
+    passes the text on as it comes. The request's ``skip_special_tokens`` is on: a special token shows nothing."""
+    skipped = set(tokenizer.all_special_ids)
+
+    def raw(sequence: list[int]) -> list[bytes]:
+        return [b"" if i in skipped else tokenizer.decode_single_token_bytes(i) for i in sequence]
+
+    family = decodes_like_sentencepiece(tokenizer)
+    return expected_stream(raw(prompt_ids), raw(ids), strips_leading_space=family, per_byte_replacement=family)
+
+
+def decoding_rule(text: str, reply: str) -> str:
+    """What a decoded reply that is not the reply says about the pipeline (the opening of its failure)."""
+    leaked = [special for special in special_texts() if special in text and special not in reply]
+    if leaked:
+        return (f"a special token's text ({leaked[0]!r}) reached the client: lab-04 must get the request's "
+                "skip_special_tokens (params.skip_special_tokens, True unless the client asks otherwise)")
+    if reply[:1].isspace() and text == reply.lstrip():
+        return ("the reply's leading space was lost: lab-04 must get the prompt's ids, so the first reply token is "
+                "decoded after them (SentencePiece drops the space that starts a text)")
+    return "the pushed text plus finish must join to the reply, exactly"
 # Servers by (tokenizer family, tokens per engine step). Task 1 runs byte-level one token per
 # step (the most chunks, every multi-byte character split) and SentencePiece three per step (a
 # speculative decoder's step: grouping ids is push's job). Tasks 2 and 4 run one token per step,
@@ -216,15 +285,25 @@ def stop_reason_of(choice: Any) -> str | None:
 
 
 def routed(text: str) -> str:
-    """The visible ASCII characters of ``text``, in order (no spaces, no CJK, no emoji).
+    """The visible ASCII characters of ``text``, in order (no spaces, no CJK, no emoji, no special tokens).
 
     Tasks 2 and 4 check where text goes (which channel, where it stops), not how each
     character was decoded from its tokens, which is task 1's job. So their checks compare
-    these skeletons: a push that breaks a character into U+FFFD, or loses a SentencePiece
-    leading space by decoding a token alone, loses points in task 1 only, while text in the
-    wrong channel, or cut in the wrong place, still shows here.
+    these skeletons: a push that breaks a character into U+FFFD, loses a SentencePiece
+    leading space by decoding a token alone, or lets an end-of-sequence token's text
+    through (``skip_special_tokens`` not passed on), loses points in task 1 only, while text
+    in the wrong channel, or cut in the wrong place, still shows here.
     """
+    for special in special_texts():
+        text = text.replace(special, "")
     return "".join(c for c in text if c.isascii() and not c.isspace())
+
+
+@functools.cache
+def special_texts() -> tuple[str, ...]:
+    """The text of every special token of every family here (longest first: one may contain another)."""
+    texts = {tokenizer.decode([i]) for tokenizer in TOKENIZER_OBJECTS.values() for i in tokenizer.all_special_ids}
+    return tuple(sorted((t for t in texts if t), key=len, reverse=True))
 
 
 def call_entries(chunks: list[Any]) -> dict[int, list[Any]]:
@@ -272,26 +351,34 @@ def test_pipeline_alone_reassembles_the_reply(tokenizer: Any, prompt: str) -> No
     """No server: token ids in, text out, and every piece whole."""
     reply = script_for(prompt)
     ids = [*encode_continuation(tokenizer, reply), tokenizer.eos_token_id]  # as the toy model does
-    pipeline = lab.OutputPipeline(tokenizer, tokenizer.encode(prompt), SamplingParams(), parse_tool_calls=True)
+    prompt_ids = tokenizer.encode(prompt)
+    pipeline = CheckedPipeline(tokenizer, prompt_ids, SamplingParams(), parse_tool_calls=True)
     outputs = [pipeline.push(i) for i in ids]
     last = pipeline.finish("stop")
-    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, None)  # checked as a whole, below
-             for i, out in zip(ids, outputs, strict=True)]
-    assert "".join(o.text for o in outputs) + last.text == reply, format_trace(
-        steps, "the pushed text plus finish must join to the reply, exactly", ("text", ""))
+    oracle = detokenizer_oracle(tokenizer, prompt_ids, ids)
+    steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), out.text, want)
+             for i, out, want in zip(ids, outputs, oracle.per_token, strict=True)]
+    steps.append(Step("finish", b"", last.text, oracle.at_flush))
+    text = "".join(o.text for o in outputs) + last.text
+    assert text == reply, format_trace(steps, decoding_rule(text, reply))
     assert not any("\ufffd" in o.text for o in outputs), format_trace(
-        steps, "valid text never shows U+FFFD: hold a character until its last byte", ("text", ""))
+        steps, "valid text never shows U+FFFD: hold a character until its last byte")
 
 
 # Pipeline-alone checks of the rules above, one byte per token (no server, no family quirks).
 BYTES = load_tokenizer("byte")
 
 
-def push_bytes(reply: str, engine_finish: str = "stop", **options: Any) -> tuple[list[Any], Any, Any]:
-    """Push ``reply`` one byte-token at a time (stopping where the pipeline says it stopped), then finish."""
+def push_bytes(reply: str, engine_finish: str = "stop", may_raise: bool = False,
+               **options: Any) -> tuple[list[Any], Any, Any]:
+    """Push ``reply`` one byte-token at a time (stopping where the pipeline says it stopped), then finish.
+
+    Unless ``may_raise`` (a test that wants lab-01's error), the reply is one the rules accept: no stage may raise.
+    """
     params = SamplingParams(**{k: v for k, v in options.items() if k in ("stop", "include_stop_str_in_output")})
     switches = {k: v for k, v in options.items() if k in ("parse_tool_calls", "parse_reasoning")}
-    pipeline = lab.OutputPipeline(BYTES, [], params, **{"parse_tool_calls": True, **switches})
+    build = lab.OutputPipeline if may_raise else CheckedPipeline
+    pipeline = build(BYTES, [], params, **{"parse_tool_calls": True, **switches})
     outputs = []
     for token_id in BYTES.encode(reply):
         outputs.append(pipeline.push(token_id))
@@ -318,7 +405,7 @@ def test_pipeline_alone_parses_thoughts_only_when_asked() -> None:
 @pytest.mark.task(1)
 def test_pipeline_alone_says_it_stopped_at_the_stop_string() -> None:
     """``stopped`` turns True at the step that completes a stop string, so the server ends the request there."""
-    pipeline = lab.OutputPipeline(BYTES, [], SamplingParams(stop=("END",)), parse_tool_calls=False)
+    pipeline = CheckedPipeline(BYTES, [], SamplingParams(stop=("END",)), parse_tool_calls=False)
     flags = []
     for token_id in BYTES.encode("abc END more"):
         pipeline.push(token_id)
@@ -441,8 +528,8 @@ STEP_SIZES = st.lists(st.integers(1, 8), min_size=1, max_size=10)
 
 def run_pipeline(tokenizer: Any, ids: list[int], sizes: list[int] | None) -> dict[str, Any]:
     """Push ``ids`` one by one (sizes None) or in steps of ``sizes`` (repeated); what the client would see."""
-    pipeline = lab.OutputPipeline(tokenizer, tokenizer.encode("hi"), SamplingParams(max_tokens=len(ids) + 1),
-                                  parse_tool_calls=True, parse_reasoning=True)
+    pipeline = CheckedPipeline(tokenizer, tokenizer.encode("hi"), SamplingParams(max_tokens=len(ids) + 1),
+                               parse_tool_calls=True, parse_reasoning=True)
     outputs, position, turn = [], 0, 0
     while position < len(ids):
         size = 1 if sizes is None else sizes[turn % len(sizes)]
@@ -471,6 +558,8 @@ def run_pipeline(tokenizer: Any, ids: list[int], sizes: list[int] | None) -> dic
                             "Hi 🫨  ok", []), tokenizer_name="byte", sizes=[3])
 @example(reply=WrittenReply("<think>\nplan 🫨 it</think>\n\nDone 東京", "\n\nDone 東京", []), tokenizer_name="spm",
          sizes=[2, 5])
+# Issue 24: a SentencePiece reply that starts with a space keeps it only if lab-04 got the prompt.
+@example(reply=WrittenReply(" Sure: 東京 🫨 ok", " Sure: 東京 🫨 ok", []), tokenizer_name="spm", sizes=[1])
 def test_several_tokens_per_step_change_nothing(reply: WrittenReply, tokenizer_name: str, sizes: list[int]) -> None:
     """Grouping the ids into steps of 1-8 (as a speculative decoder does) must not change anything the client sees."""
     tokenizer = TOKENIZER_OBJECTS[tokenizer_name]
@@ -483,11 +572,16 @@ def test_several_tokens_per_step_change_nothing(reply: WrittenReply, tokenizer_n
             f"  one by one: {expected!r}\n  grouped:    {grouped[channel]!r}")
     # Where the thought goes is task 4's business: here only the grouping may not change it.
     if not reply.text.startswith("<think>"):
-        assert grouped["content"] == reply.prose, "the prose must come through exactly as written"
+        assert grouped["content"] == reply.prose, (
+            f"{decoding_rule(grouped['content'], reply.prose)} (the prose, as written, on {tokenizer_name}):\n"
+            f"  got      {grouped['content']!r}\n  expected {reply.prose!r}")
     if reply.calls:
-        assert grouped["arguments"] == {i: c.arguments_text for i, c in enumerate(reply.calls)}, (
-            "each call's fragments join to its arguments as written")
-        assert grouped["names"] == {i: [c.name] for i, c in enumerate(reply.calls)}, "each name is sent once"
+        written = {i: c.arguments_text for i, c in enumerate(reply.calls)}
+        assert grouped["arguments"] == written, (
+            f"each call's fragments join to its arguments as written:\n  got      {grouped['arguments']!r}\n"
+            f"  expected {written!r}")
+        names = {i: [c.name] for i, c in enumerate(reply.calls)}
+        assert grouped["names"] == names, f"each name is sent once: got {grouped['names']!r}, expected {names!r}"
 
 
 @pytest.mark.task(1)
@@ -637,12 +731,38 @@ def test_a_reply_with_calls_finishes_with_tool_calls(steady_server: BackgroundSe
         f"{prompt!r}, not streamed: finish_reason must be 'tool_calls' too, got {whole.finish_reason!r}")
 
 
+ENDINGS = {"eos": "", "stop": " Done. STOP and then more"}  # what ends the reply after its calls
+
+
+@pytest.mark.task(2)
+@settings(max_examples=25)  # each example pushes a whole reply byte by byte
+@given(reply=written_tool_call_replies(max_calls=2), ending=st.sampled_from(sorted(ENDINGS)))
+# Issue 24: a call, then a stop string. The call went out, so the client must still run the tool.
+@example(reply=WrittenReply("Checking. " + written_call("get_weather", {"city": "Paris"}), "Checking. ", []),
+         ending="stop")
+def test_a_reply_that_made_a_call_finishes_with_tool_calls_whatever_ends_it(reply: WrittenReply,
+                                                                            ending: str) -> None:
+    """finish_reason is "tool_calls" once a call went out, whether EOS or a stop string ends the reply after it;
+    stop_reason still names the stop string that ended it."""
+    _, last, pipeline = push_bytes(reply.text + ENDINGS[ending], stop=("STOP",))
+    made_a_call = "<tool_call>" in reply.text  # every block the strategy writes is a well-formed call
+    # Whether the stop string ended the reply is push's job (task 1): here only what finish reports about it.
+    stopped = pipeline.stopped
+    expected = ("tool_calls" if made_a_call else "stop", "STOP" if stopped else None)
+    got = (last.finish_reason, last.stop_reason)
+    assert got == expected, (
+        f"a reply that {'made a call' if made_a_call else 'made no call'} and was ended by "
+        f"{'a stop string' if stopped else 'EOS'} finishes with (finish_reason, stop_reason) {expected}; "
+        f"got {got}\n  reply: {(reply.text + ENDINGS[ending])[:160]!r}")
+
+
 @pytest.mark.task(2)
 def test_finish_reports_a_malformed_call_loudly() -> None:
     """A call the model never closed, at EOS, is a parse error (lab-01's), not text and not silence."""
     tool_lab = load_lab("lab-01")
     with pytest.raises(tool_lab.ToolCallParseError):
-        push_bytes('Sure. <tool_call>{"name": "get_weather", "arguments": {"city": "Pa', engine_finish="stop")
+        push_bytes('Sure. <tool_call>{"name": "get_weather", "arguments": {"city": "Pa', engine_finish="stop",
+                   may_raise=True)
 
 
 @pytest.mark.task(2)
@@ -888,8 +1008,8 @@ def deepseek_style_server() -> Iterator[BackgroundServer]:
 def test_pipeline_alone_keeps_stop_strings_out_of_the_thought(tokenizer: Any) -> None:
     """No server: the thought mentions the stop word; only the answer may be cut by it."""
     ids = [*tokenizer.encode(script_for("think stop")), tokenizer.eos_token_id]
-    pipeline = lab.OutputPipeline(tokenizer, tokenizer.encode("think stop"), SamplingParams(stop=("STOP",)),
-                                  parse_tool_calls=True, parse_reasoning=True)
+    pipeline = CheckedPipeline(tokenizer, tokenizer.encode("think stop"), SamplingParams(stop=("STOP",)),
+                               parse_tool_calls=True, parse_reasoning=True)
     outputs, steps = [], []
     for i in ids:
         out = pipeline.push(i)
@@ -923,7 +1043,7 @@ def test_reasoning_arrives_in_its_own_field(steady_server: BackgroundServer) -> 
 @pytest.mark.task(4)
 def test_a_thought_then_a_tool_call_without_an_end_tag(steady_server: BackgroundServer) -> None:
     thought, answer, calls, _ = channels(stream_chat(steady_server, "think then call"))
-    assert routed(thought) == routed(TOOL_THOUGHT) and answer == "", (
+    assert routed(thought) == routed(TOOL_THOUGHT) and routed(answer) == "", (
         f"the tool call ends the thought (an implicit end): reasoning {thought!r}, content {answer!r}")
     assert [c.function.name for c in calls] == [WEATHER_CALL["name"]], (
         f"after the thought, the call still reaches the tool parser: {[c.function.name for c in calls]}")
@@ -952,7 +1072,7 @@ def test_a_duplicated_end_tag_never_reaches_the_user(steady_server: BackgroundSe
 @pytest.mark.task(4)
 def test_a_thought_cut_short_stays_a_thought(steady_server: BackgroundServer) -> None:
     thought, answer, _, _ = channels(stream_chat(steady_server, "think", max_tokens=10))
-    assert answer == "" and thought and routed(THOUGHT).startswith(routed(thought)), \
+    assert routed(answer) == "" and thought and routed(THOUGHT).startswith(routed(thought)), \
         f"a thought cut short is still a thought: reasoning {thought!r}, content {answer!r}"
 
 

@@ -1,0 +1,79 @@
+"""Which grammar a request asks for: ``response_format``, ``text.format`` or a forced tool call, as a regex.
+
+The routes' request models call these while they read a body, so an unsupported schema
+keyword is a 400 naming it before any work starts. The grammar itself is compiled and
+enforced by lab-08's code (``mini_vllm.server.structured``).
+
+Two rules a client can rely on:
+
+- **A schema and stop strings do not mix.** A stop string cuts the reply where it appears,
+  and a cut JSON text no longer matches its schema. Rather than send a reply that breaks
+  the promise of ``strict``, the server refuses the pair with a 400 naming ``stop``.
+- **A forced tool call is the whole reply**: ``<tool_call>``, the call's JSON with the
+  tool's ``parameters`` as its arguments, ``</tool_call>``, then the end. A thought (when
+  thinking is on) comes first and is free; the grammar starts after ``</think>``, or at
+  ``<tool_call>`` when the model begins its call without closing the thought (lab-06's rule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mini_vllm.api_errors import ApiError
+from mini_vllm.grammar import UnsupportedSchema, schema_to_regex
+
+# JSON mode (``json_object``) promises a JSON object, no schema. The full JSON grammar nests
+# without bound; the course serves a flat object of strings, numbers, booleans and nulls,
+# which keeps its automaton small enough to index on every vocabulary.
+_STRING = r'"([^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])*"'
+_VALUE = rf'({_STRING}|(-)?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|null)'
+_MEMBER = rf'{_STRING}[ ]?:[ ]?{_VALUE}'
+FLAT_JSON_OBJECT = rf'\{{[ ]?({_MEMBER}([ ]?,[ ]?{_MEMBER})*)?[ ]?\}}'
+_SPECIAL = set("\\.^$|?*+()[]{}/")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A grammar a reply must match: its regular expression, and what it came from (for messages)."""
+
+    regex: str
+    source: str  # "response_format json_schema", "json_object", "tool_call", ...
+
+
+def literal(text: str) -> str:
+    """``text`` as a regular expression that matches exactly it."""
+    return "".join("\\n" if c == "\n" else "\\" + c if c in _SPECIAL else c for c in text)
+
+
+def schema_constraint(schema: Any, param: str, source: str) -> Constraint:
+    """The constraint of a JSON Schema, or a 400 naming the first keyword the course does not support."""
+    try:
+        return Constraint(schema_to_regex(schema), source)
+    except UnsupportedSchema as error:
+        raise ApiError(400, f"{error}: this server supports object/properties/required/additionalProperties "
+                       "false, string (enum, const, minLength, maxLength), integer, number, boolean, null, "
+                       "array/items and nested objects", param=param) from error
+
+
+def json_object_constraint(source: str = "json_object") -> Constraint:
+    return Constraint(FLAT_JSON_OBJECT, source)
+
+
+def tool_call_constraint(tools: Sequence[tuple[str, dict[str, Any] | None]], param: str) -> Constraint:
+    """A call to one of ``tools`` ((name, parameters schema) pairs), in the toy model's ``<tool_call>`` format."""
+    calls = []
+    for i, (name, parameters) in enumerate(tools):
+        arguments = schema_constraint(parameters or {"type": "object", "properties": {}}, f"{param}[{i}]", "tool")
+        calls.append(literal('<tool_call>\n{"name": ') + literal(f'"{name}"') + literal(', "arguments": ')
+                     + arguments.regex + literal("}\n</tool_call>"))
+    regex = calls[0] if len(calls) == 1 else "(" + "|".join(calls) + ")"
+    return Constraint(regex, "tool_call")
+
+
+def refuse_stop(constraint: Constraint | None, stop: Sequence[str], param: str = "stop") -> None:
+    if constraint is not None and stop:
+        raise ApiError(400, f"stop strings cannot be combined with a {constraint.source}: a stop string would cut "
+                       "the constrained reply, which would then no longer match its grammar", param=param)
+

@@ -1,0 +1,151 @@
+"""``make release``: the student's repository holds no answer, and every lab can be worked in it.
+
+A release is built into a temporary folder once per module; its own ``make grade`` then runs
+with this checkout's ``.venv`` (told that it is installed, so nothing is reinstalled), exactly
+as a student types it, from inside the release.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from instructor.release import WINDOW, build, forbidden, leaks, ships
+from mini_vllm.labs import LABS_DIR
+
+pytestmark = pytest.mark.xdist_group("release")
+VENV = Path(sys.executable).parent.parent
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("release") / "course"
+    build(dest)
+    return dest
+
+
+def student_env() -> dict[str, str]:
+    """The environment a student has: no LAB_IMPL choice, nothing of this pytest run."""
+    chosen_here = ("LAB_IMPL", "LAB_COMPOSE", "PYTEST_", "PYTHONPATH")
+    return {k: v for k, v in os.environ.items() if not k.startswith(chosen_here)}
+
+
+def test_release_ships_no_solution_and_nothing_of_the_instructor(release: Path) -> None:
+    found = forbidden(release)
+    assert not found, f"the release must not hold these files: {found[:10]}"
+    labs = sorted(p.name for p in (release / LABS_DIR.relative_to(LABS_DIR.parents[1])).iterdir() if p.is_dir())
+    assert labs == sorted(p.name for p in LABS_DIR.iterdir() if p.is_dir()), f"every lab ships: {labs}"
+
+
+def test_no_run_of_solution_lines_appears_in_the_release(release: Path) -> None:
+    found = leaks(release)
+    assert not found, (f"{len(found)} runs of {WINDOW} consecutive lines of a solution.py (lines its starter does "
+                       "not have) are in the release:\n  " + "\n  ".join(found[:10]))
+
+
+def test_the_leak_check_finds_solution_lines_pasted_anywhere(tmp_path: Path) -> None:
+    """The check itself can fail: three lines of lab-03's answer pasted into any file are found."""
+    solution = LABS_DIR.glob("lab-03-*/solution.py").__next__()
+    given = {line.strip() for line in (solution.parent / "starter.py").read_text(encoding="utf-8").splitlines()}
+    lines = [line for line in solution.read_text(encoding="utf-8").splitlines() if line.strip()]
+    start = next(i for i in range(len(lines)) if not given.intersection(s.strip() for s in lines[i : i + WINDOW]))
+    (tmp_path / "notes.md").write_text("my notes\n\n" + "\n\n".join(lines[start : start + WINDOW]) + "\n")
+    found = leaks(tmp_path)
+    assert found and "notes.md" in found[0], f"three answer lines (blank lines between) must be found: {found}"
+
+
+def test_release_is_one_commit_with_everything_committed(release: Path) -> None:
+    count = subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=release, capture_output=True, text=True)
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=release, capture_output=True, text=True)
+    assert (count.stdout.strip(), status.stdout) == ("1", ""), (
+        f"one commit, nothing left out of it: {count.stdout.strip()} commits, status {status.stdout[:300]!r}")
+
+
+def test_release_grades_blank_starters_as_a_clean_zero(release: Path) -> None:
+    """The student's `make grade`: every lab collected and scored 0, each test failing on its stub, lab-02 and
+    lab-07 included (they run on recorded data and the student's own labs, not on a reference)."""
+    done = subprocess.run(["make", "grade", f"VENV={VENV}", "-o", f"{VENV}/.installed"], cwd=release,
+                          env=student_env(), capture_output=True, text=True, timeout=600)
+    output = done.stdout + done.stderr
+    broken = [line for line in output.splitlines() if line.startswith(("ERROR", "Interrupted", "ImportError"))
+              or "during collection" in line]
+    assert not broken, f"no collection or import error on blank starters: {broken[:5]}\n{output[-2000:]}"
+    assert "graded: starter.py (your code)" in output, (
+        f"the release grades the student's code by default:\n{output[-800:]}")
+    results = json.loads((release / "results.json").read_text(encoding="utf-8"))
+    assert results["score"] == 0 and results["tests"], (
+        f"a clean 0: score {results['score']}, {len(results['tests'])} tests")
+    not_stubs = [t["name"] for t in results["tests"] if "NotImplementedError" not in t.get("output", "")]
+    assert not not_stubs, f"each graded test fails on its stub's NotImplementedError; these do not: {not_stubs[:5]}"
+    graded_labs = {t["name"].split(" › ")[0] for t in results["tests"]}
+    every_lab = {p.name for p in LABS_DIR.iterdir() if p.is_dir()}
+    assert graded_labs == every_lab, f"every lab's tests ran, lab-02 and lab-07 too: missing {every_lab - graded_labs}"
+    assert results["extra_data"]["commit"].startswith("release "), (
+        f"a result graded in the release names the release it came from: {results['extra_data']['commit']}")
+
+
+def test_release_checks_the_starters_against_the_recorded_api(release: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest", "tests/test_starter_api.py", "-q", "-p", "no:xdist"],
+                          cwd=release, env=student_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"the shipped signature check passes on the blank starters:\n{done.stdout[-2000:]}"
+
+
+def test_release_runs_the_students_code_by_default(release: Path) -> None:
+    """No solution.py: the loader (so the notebooks, make serve and make demo) picks the starter."""
+    probe = "import mini_vllm.labs as labs; print(labs.__file__); print(labs.chosen_impl('lab-02'))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=release, env=student_env(), capture_output=True,
+                          text=True, timeout=60)
+    where, chosen = done.stdout.split()
+    assert Path(where).is_relative_to(release) and chosen == "starter", (
+        f"the release's own loader ({where}) must default to the starter, got {chosen!r}")
+
+
+def test_recorded_data_grades_a_correct_lab_in_full(tmp_path: Path) -> None:
+    """The recordings stand in for the reference completely: with lab-02's and lab-07's answers as the starters, the
+    tasks that run on recorded data (lab-02 task 3 behind the replayed pipeline, lab-07 task 6 on recorded
+    streams) earn every point in the release."""
+    dest = tmp_path / "course"
+    build(dest, commit=False)
+    labs_there = dest / LABS_DIR.relative_to(LABS_DIR.parents[1])
+    for lab in ("lab-02-openai-server", "lab-07-event-streams"):
+        shutil.copy(LABS_DIR / lab / "solution.py", labs_there / lab / "starter.py")
+    for lab, task in (("02", 3), ("07", 6)):
+        done = subprocess.run(["make", f"lab-{lab}", f"TASK={task}", f"VENV={VENV}", "-o", f"{VENV}/.installed"],
+                              cwd=dest, env=student_env(), capture_output=True, text=True, timeout=600)
+        results = json.loads((dest / "build" / f"results-lab-{lab}.json").read_text(encoding="utf-8"))
+        lost = [t["name"] for t in results["tests"] if t["score"] < t["max_score"]]
+        assert done.returncode == 0 and results["tests"] and not lost, (
+            f"lab-{lab} task {task} with the reference as the starter must earn every point; lost: {lost[:5]}\n"
+            f"{done.stdout[-1500:]}")
+
+
+def test_every_command_the_release_documents_is_one_of_its_make_targets(release: Path, tmp_path: Path) -> None:
+    """The instructor's printed-commands check, run over the release: its READMEs, notebooks and messages name
+    only targets its own Makefile has (no make test, make mutants, make fixtures ...)."""
+    checker = Path(__file__).with_name("test_commands.py")
+    copy = tmp_path / "course"
+    shutil.copytree(release, copy, ignore=shutil.ignore_patterns("build", "results.json", "__pycache__"))
+    shutil.copy(checker, copy / "tests" / checker.name)
+    done = subprocess.run([sys.executable, "-m", "pytest", f"tests/{checker.name}", "-q", "-p", "no:xdist",
+                           "-k", "canonical"], cwd=copy, env=student_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"commands in the release that it cannot run:\n{done.stdout[-2500:]}"
+
+
+LAB = "phase-16-serving-apis-and-parsers/labs/lab-03-streaming-detokenizer"
+
+
+@pytest.mark.parametrize(("path", "shipped"), [
+    (f"{LAB}/starter.py", True), (f"{LAB}/test_lab.py", True), (f"{LAB}/README.md", True),
+    (f"{LAB}/solution.py", False), (f"{LAB}/submission.py", False),  # a student's file dropped in to grade
+    ("instructor/release.py", False), ("instructor/wrong_variants/lab_03/no_hold_back.py", False),
+    ("bench/bench_lab05.py", False), ("tests/test_server.py", False), ("tests/test_starter_api.py", True),
+    ("mini_vllm/testing/fixtures/api.json", True), ("TEACHING.md", False), (".ci/run", False),
+], ids=lambda value: str(value).replace(LAB, "lab-03"))  # (a lab folder in an id would look like a lab run)
+def test_what_ships(path: str, shipped: bool) -> None:
+    assert ships(path) == shipped, f"{path} {'must' if shipped else 'must not'} ship"

@@ -1,0 +1,231 @@
+"""Structured outputs served for real: every constrained reply validates, through the official clients.
+
+The server compiles each request's grammar with lab-08's code (the reference here) and samples
+the toy model's scoring mode under the mask. The rules under test:
+
+- ``response_format`` ``json_schema`` (strict) and ``json_object`` (Chat), ``text.format`` (Responses),
+  ``tool_choice`` ``required`` / a named function (Chat) and ``any`` / ``tool`` (Messages): every reply
+  validates against its schema (``jsonschema``), streamed or not, on the byte, bpe and spm families,
+  at 1 to 8 tokens per engine step, for several seeds;
+- a schema keyword outside the supported subset is a 400 naming the keyword;
+- stop strings and a schema do not mix: a 400 naming ``stop`` (a stop string would cut the JSON).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import anthropic
+import httpx
+import jsonschema
+import openai
+import pydantic
+import pytest
+
+from mini_vllm.labs import load_lab
+from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
+
+SOLUTION = load_lab("lab-02", "solution")
+ASK_JSON = "the weather in Tokyo as json, please"
+
+
+class Weather(pydantic.BaseModel):
+    city: str
+    temperature: int
+    unit: Literal["celsius", "fahrenheit"]
+    note: str
+
+
+WEATHER_TOOL_SCHEMA: dict[str, Any] = {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 8},
+                                     "unit": {"enum": ["celsius", "fahrenheit"]}, "note": {"type": "string"}},
+    "required": ["city", "unit", "note"], "additionalProperties": False}
+OTHER_TOOL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"people": {"type": "integer"}},
+                                     "required": ["people"], "additionalProperties": False}
+CHAT_TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER_TOOL_SCHEMA}},
+              {"type": "function", "function": {"name": "book_table", "parameters": OTHER_TOOL_SCHEMA}}]
+# (family, tokens per engine step, seed): every family, k from 1 to 8, three seeds.
+SETUPS = [("byte", 1, 0), ("byte", 5, 1), ("bpe", 2, 2), ("bpe", 3, 0), ("bpe", 8, 1), ("spm", 4, 2),
+          ("spm", 6, 0), ("bpe", 7, 1)]
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[tuple[str, int, int], BackgroundServer]]:
+    started: dict[tuple[str, int, int], BackgroundServer] = {}
+    try:
+        for family, k, seed in SETUPS:
+            server = BackgroundServer(build_engine(family, tokens_per_step=k, seed=seed), pipeline=SOLUTION)
+            started[(family, k, seed)] = server.__enter__()
+        yield started
+    finally:
+        for server in started.values():
+            server.__exit__(None, None, None)
+
+
+def openai_client(server: BackgroundServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key="not-needed", max_retries=0, timeout=120)
+
+
+def ids(setup: tuple[str, int, int]) -> str:
+    return f"{setup[0]}-k{setup[1]}-seed{setup[2]}"
+
+
+@pytest.mark.parametrize("setup", SETUPS, ids=ids)
+def test_chat_parse_validates_whole_and_streamed(servers: dict[tuple[str, int, int], BackgroundServer],
+                                                  setup: tuple[str, int, int]) -> None:
+    client = openai_client(servers[setup])
+    messages: Any = [{"role": "user", "content": ASK_JSON}]
+    whole = client.chat.completions.parse(model=MODEL_NAME, messages=messages, response_format=Weather)
+    assert whole.choices[0].finish_reason == "stop", whole
+    parsed = whole.choices[0].message.parsed
+    assert isinstance(parsed, Weather), f"the openai client must parse the reply: {whole.choices[0].message.content!r}"
+    jsonschema.validate(json.loads(whole.choices[0].message.content or ""), Weather.model_json_schema())
+    with client.chat.completions.stream(model=MODEL_NAME, messages=messages, response_format=Weather) as stream:
+        for _ in stream:
+            pass
+        streamed = stream.get_final_completion().choices[0].message
+    assert streamed.parsed == parsed, "streamed or not, the same seed and message give the same reply"
+
+
+@pytest.mark.parametrize("setup", SETUPS[::3], ids=ids)
+def test_json_object_is_a_json_object(servers: dict[tuple[str, int, int], BackgroundServer],
+                                      setup: tuple[str, int, int]) -> None:
+    reply = openai_client(servers[setup]).chat.completions.create(
+        model=MODEL_NAME, messages=[{"role": "user", "content": ASK_JSON}], response_format={"type": "json_object"})
+    assert isinstance(json.loads(reply.choices[0].message.content or ""), dict), reply
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}],
+                         ids=["required", "named"])
+@pytest.mark.parametrize("setup", SETUPS[::2], ids=ids)
+def test_forced_tool_call_matches_its_parameters(servers: dict[tuple[str, int, int], BackgroundServer],
+                                                 setup: tuple[str, int, int], choice: Any) -> None:
+    client = openai_client(servers[setup])
+    messages: Any = [{"role": "user", "content": "what is the weather in Tokyo?"}]
+    whole = client.chat.completions.create(model=MODEL_NAME, messages=messages, tools=CHAT_TOOLS,  # type: ignore[arg-type]
+                                           tool_choice=choice)
+    assert whole.choices[0].finish_reason == "tool_calls", whole
+    calls = whole.choices[0].message.tool_calls or []
+    assert len(calls) == 1 and calls[0].function.name == "get_weather", calls  # type: ignore[union-attr]
+    jsonschema.validate(json.loads(calls[0].function.arguments), WEATHER_TOOL_SCHEMA)  # type: ignore[union-attr]
+    chunks = list(client.chat.completions.create(model=MODEL_NAME, messages=messages, tools=CHAT_TOOLS,  # type: ignore[arg-type]
+                                                 tool_choice=choice, stream=True))
+    arguments = "".join(call.function.arguments or "" for c in chunks if c.choices
+                        for call in c.choices[0].delta.tool_calls or [] if call.function)
+    assert json.loads(arguments) == json.loads(calls[0].function.arguments), arguments  # type: ignore[union-attr]
+
+
+def test_thought_is_free_and_the_answer_follows_the_schema(
+        servers: dict[tuple[str, int, int], BackgroundServer]) -> None:
+    reply = openai_client(servers[("bpe", 3, 0)]).chat.completions.parse(
+        model=MODEL_NAME, messages=[{"role": "user", "content": "think json: the weather"}], response_format=Weather,
+        extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    message = reply.choices[0].message
+    assert "18 degrees" in getattr(message, "reasoning", ""), "the thought is the model's own, unmasked"
+    assert isinstance(message.parsed, Weather), message.content
+
+
+@pytest.mark.parametrize("setup", SETUPS[::3], ids=ids)
+def test_responses_text_format_parses(servers: dict[tuple[str, int, int], BackgroundServer],
+                                      setup: tuple[str, int, int]) -> None:
+    client = openai_client(servers[setup])
+    reply = client.responses.parse(model=MODEL_NAME, input=ASK_JSON, text_format=Weather)
+    assert isinstance(reply.output_parsed, Weather), reply
+    with client.responses.stream(model=MODEL_NAME, input=ASK_JSON, text_format=Weather) as stream:
+        for _ in stream:
+            pass
+        assert stream.get_final_response().output_parsed == reply.output_parsed
+
+
+@pytest.mark.parametrize("choice", [{"type": "any"}, {"type": "tool", "name": "get_weather"}], ids=["any", "tool"])
+@pytest.mark.parametrize("setup", SETUPS[1::3], ids=ids)
+def test_anthropic_forced_tool_input_matches_its_schema(servers: dict[tuple[str, int, int], BackgroundServer],
+                                                        setup: tuple[str, int, int], choice: Any) -> None:
+    client = anthropic.Anthropic(base_url=servers[setup].base_url.removesuffix("/v1"), api_key="not-needed",
+                                 max_retries=0, timeout=120)
+    tools: Any = [{"name": "get_weather", "input_schema": WEATHER_TOOL_SCHEMA},
+                  {"name": "book_table", "input_schema": OTHER_TOOL_SCHEMA}]
+    message = client.messages.create(model=MODEL_NAME, max_tokens=400, tools=tools, tool_choice=choice,
+                                     messages=[{"role": "user", "content": "what is the weather in Tokyo?"}])
+    assert message.stop_reason == "tool_use", message
+    uses = [b for b in message.content if b.type == "tool_use"]
+    assert len(uses) == 1 and uses[0].name == "get_weather", message.content
+    jsonschema.validate(uses[0].input, WEATHER_TOOL_SCHEMA)
+
+
+BAD = [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
+            "when": {"type": "string", "format": "date"}}}}}}, "response_format.json_schema.schema", "'format'"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "tools": [
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "anyOf": []}}}],
+        "tool_choice": "required"}, "tools[0]", "'anyOf'"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stop": ["}"], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}}, "stop",
+     "cannot be combined"),
+    ("/v1/responses", {"input": "hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": {
+        "type": "string", "pattern": "a"}}}}, None, "'pattern'"),
+    ("/v1/messages", {"max_tokens": 50, "messages": [{"role": "user", "content": "hi"}], "tools": [
+        {"name": "f", "input_schema": {"type": "object", "oneOf": []}}], "tool_choice": {"type": "any"}}, None,
+     "'oneOf'"),
+    ("/v1/messages", {"max_tokens": 50, "messages": [{"role": "user", "content": "hi"}], "stop_sequences": ["}"],
+      "tools": [{"name": "f", "input_schema": OTHER_TOOL_SCHEMA}], "tool_choice": {"type": "any"}}, None,
+     "cannot be combined"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "param", "words"), BAD,
+                         ids=["keyword-format", "tool-anyOf", "stop-and-schema", "responses-pattern",
+                              "messages-oneOf", "messages-stop-and-tool"])
+def test_unsupported_schema_or_stop_with_a_schema_is_a_400_naming_it(
+        servers: dict[tuple[str, int, int], BackgroundServer], path: str, body: dict[str, Any], param: str | None,
+        words: str) -> None:
+    root = servers[SETUPS[0]].base_url.removesuffix("/v1")
+    reply = httpx.post(root + path, json={"model": MODEL_NAME, **body}, timeout=60)
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert words in error["message"], error
+    if param is not None:
+        assert (error.get("param") or "").startswith(param), error
+
+
+def test_without_the_mask_the_same_request_is_not_json(servers: dict[tuple[str, int, int], BackgroundServer]) -> None:
+    """The control: no response_format, the scripted reply of the same message is prose around the call."""
+    reply = openai_client(servers[("bpe", 3, 0)]).chat.completions.create(
+        model=MODEL_NAME, messages=[{"role": "user", "content": ASK_JSON}])
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(reply.choices[0].message.content or "")
+
+
+@pytest.mark.parametrize("family", ["mistral", "tekken"])
+def test_real_vocabularies_parse_too(family: str) -> None:
+    """Mistral 7B's 32,000 pieces and Tekken's 131,072 tokens: the first request waits for the index (seconds)."""
+    with BackgroundServer(build_engine(family, tokens_per_step=4), pipeline=SOLUTION) as server:
+        reply = openai_client(server).chat.completions.parse(
+            model=MODEL_NAME, messages=[{"role": "user", "content": ASK_JSON}], response_format=Weather)
+    assert isinstance(reply.choices[0].message.parsed, Weather), reply.choices[0].message.content
+
+
+def test_thinking_then_a_forced_call(servers: dict[tuple[str, int, int], BackgroundServer]) -> None:
+    """The model opens its call without </think>: the thought ends there (lab-06), and the call is masked."""
+    server = servers[("bpe", 3, 0)]
+    reply = openai_client(server).chat.completions.create(
+        model=MODEL_NAME, messages=[{"role": "user", "content": "think then call the weather tool"}],
+        tools=CHAT_TOOLS, tool_choice="required",  # type: ignore[arg-type]
+        extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    message = reply.choices[0].message
+    assert "I should call the tool" in getattr(message, "reasoning", ""), message
+    calls = message.tool_calls or []
+    assert reply.choices[0].finish_reason == "tool_calls" and len(calls) == 1, reply
+    jsonschema.validate(json.loads(calls[0].function.arguments), WEATHER_TOOL_SCHEMA)  # type: ignore[union-attr]
+    client = anthropic.Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key="not-needed", max_retries=0,
+                                 timeout=120)
+    tools: Any = [{"name": "get_weather", "input_schema": WEATHER_TOOL_SCHEMA}]
+    message_ = client.messages.create(model=MODEL_NAME, max_tokens=400, tools=tools, tool_choice={"type": "any"},
+                                      thinking={"type": "enabled", "budget_tokens": 100},
+                                      messages=[{"role": "user", "content": "think then call the weather tool"}])
+    kinds = [b.type for b in message_.content]
+    assert kinds == ["thinking", "tool_use"] and message_.stop_reason == "tool_use", message_.content
+    jsonschema.validate(message_.content[1].input, WEATHER_TOOL_SCHEMA)  # type: ignore[union-attr]
