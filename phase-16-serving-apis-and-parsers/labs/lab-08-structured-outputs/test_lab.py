@@ -439,6 +439,20 @@ def test_refused_token_raises_and_changes_nothing(pick: Any) -> None:
 
 
 @pytest.mark.task(3)
+def test_nothing_follows_eos() -> None:
+    the_cursor, _, vocab = cursor("const")
+    for token in load_tokenizer("bpe").encode('"東京🫨"'):
+        the_cursor.advance(token)
+    the_cursor.advance(vocab.eos_token_id)
+    before = (the_cursor.state, the_cursor.pending, the_cursor.finished)
+    for token in (vocab.eos_token_id, next(i for i, t in enumerate(vocab.tokens) if t == b" ")):
+        error = must_raise(lambda t=token: the_cursor.advance(t), TokenRejected, f"advance({token}) after EOS")
+        assert str(token) in str(error), f"the error must name the refused token {token}: {error}"
+    assert (the_cursor.state, the_cursor.pending, the_cursor.finished) == before, (
+        "after EOS the output is over: every later token is refused, and the cursor stays as it was")
+
+
+@pytest.mark.task(3)
 @given(st.integers(0, 2**16))
 @settings(max_examples=30)
 def test_advance_follows_the_automaton_on_random_walks(seed: int) -> None:
