@@ -258,10 +258,11 @@ def random_walk_trace(family: str, regex: str, steps: int, seed: int,
     vocab = family_vocabulary(family)
     automaton = oracle_automaton(regex)
     masker = lab.TokenMasker(automaton, vocab)
+    first = getattr(masker, mask_of)(automaton.start)  # before the oracles are built: a stub fails at once
     outlines, guidance = OutlinesOracle(regex, vocab), GuidanceOracle(regex, vocab)
     rng, state, table, output = random.Random(seed), automaton.start, [], b""
-    for _ in range(steps):
-        mine, want = getattr(masker, mask_of)(state), outlines.mask()
+    for step in range(steps):
+        mine, want = first if step == 0 else getattr(masker, mask_of)(state), outlines.mask()
         assert want == guidance.mask(), (
             f"the two oracles disagree (a bug in the course, not in your code): regex {regex!r} after {output!r}: "
             f"{mask_difference(guidance.mask(), want, vocab)}")
@@ -435,6 +436,20 @@ def test_refused_token_raises_and_changes_nothing(pick: Any) -> None:
     for token in ids[-2:]:
         the_cursor.advance(token)
     assert automaton.is_accepting(the_cursor.state), "after the refusal, the right tokens still finish the string"
+
+
+@pytest.mark.task(3)
+def test_nothing_follows_eos() -> None:
+    the_cursor, _, vocab = cursor("const")
+    for token in load_tokenizer("bpe").encode('"東京🫨"'):
+        the_cursor.advance(token)
+    the_cursor.advance(vocab.eos_token_id)
+    before = (the_cursor.state, the_cursor.pending, the_cursor.finished)
+    for token in (vocab.eos_token_id, next(i for i, t in enumerate(vocab.tokens) if t == b" ")):
+        error = must_raise(lambda t=token: the_cursor.advance(t), TokenRejected, f"advance({token}) after EOS")
+        assert str(token) in str(error), f"the error must name the refused token {token}: {error}"
+    assert (the_cursor.state, the_cursor.pending, the_cursor.finished) == before, (
+        "after EOS the output is over: every later token is refused, and the cursor stays as it was")
 
 
 @pytest.mark.task(3)
