@@ -146,7 +146,7 @@ def locked_python(text: str) -> str | None:
 def check_installed(lock_file: Path = LOCK_FILE, installed: Mapping[str, str] | None = None,
                     python: str | None = None) -> InstallCheck:
     """Compare ``lock_file`` with the installed distributions and the running Python (or ``installed``
-    and ``python``, for tests)."""
+    and the Python version in python, for tests)."""
     try:
         text = lock_file.read_text(encoding="utf-8")
     except FileNotFoundError:
