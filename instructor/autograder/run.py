@@ -90,16 +90,15 @@ def grade(root: Path) -> dict[str, Any]:
     results_dir = root / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / "results.json").unlink(missing_ok=True)
+    # The grader's own folder: the copies of the student's files (the sandbox sends the child their text;
+    # it never reads them itself) and the grading run's results file. Root's only.
     staging = root / "grading"
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(mode=0o755)
-    private = staging / "private"  # the grading run's own results file: root's only
-    private.mkdir(mode=0o700)
+    staging.mkdir(mode=0o700)
     found = locate(root / "submission", staging)
     graded = selected_labs(found)
     files = {f.lab: f.file if f.file is not None else missing_lab_module(f, staging) for f in graded}
-    _readable_by_the_sandbox(staging, private)
-    raw_results = private / "results.json"
+    raw_results = staging / "results.json"
     command = [sys.executable, "-m", "pytest", *(str(LABS_DIR / f.lab) for f in graded), *GRADED_PYTEST,
                "--grade", str(raw_results)]
     timeout = float(os.environ.get("AUTOGRADER_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
@@ -129,13 +128,6 @@ def _plain_header(scorecard: str) -> str:
     """The scorecard's first line names every LAB_IMPL_NN path of the grader's: say it in the student's terms."""
     header = "Scorecard — your submission: each lab's starter.py (labs that compose others run over the reference)"
     return "\n".join(header if line.startswith("Scorecard — ") else line for line in scorecard.splitlines())
-
-
-def _readable_by_the_sandbox(staging: Path, private: Path) -> None:
-    """The sandboxed child (user nobody on Gradescope) reads the student's copied files, nothing else here."""
-    for path in staging.rglob("*"):
-        if private not in (path, *path.parents):
-            path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def run_in_own_group(command: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str]:
