@@ -35,6 +35,7 @@ from typing import Any
 from instructor.autograder.submission import Found, locate, missing_lab_module
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 from mini_vllm.testing.gradescope import results_document, validate
+from mini_vllm.testing.policy import load_policy
 from mini_vllm.testing.provenance import sha256_of
 
 GRADED_PYTEST = ["-q", "-rN", "-p", "no:warnings", "-p", "no:xdist", "-m", "not control", "--assert=plain",
@@ -55,7 +56,8 @@ def selected_labs(found: list[Found]) -> list[Found]:
 def grading_env(files: dict[str, Path]) -> dict[str, str]:
     """The environment of the grading run: the student's files, sandboxed, over the reference stages."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_IMPL", "PYTEST_", "HYPOTHESIS_"))}
-    env.update({"LAB_SANDBOX": "1", "LAB_COMPOSE": "reference", "LAB_IMPL": "starter", "PYTHONPATH": str(REPO_ROOT)})
+    env.update({"LAB_SANDBOX": "1", "LAB_COMPOSE": "reference", "LAB_IMPL": "starter", "PYTHONPATH": str(REPO_ROOT),
+                "LAB_CALL_BUDGET_S": f"{load_policy().call_budget_s:g}"})  # grading.toml's, whatever the caller set
     env.update({f"LAB_IMPL_{lab[4:6]}": str(file) for lab, file in files.items()})
     return env
 
