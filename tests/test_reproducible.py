@@ -117,6 +117,15 @@ def test_a_fake_mismatch_stops_a_graded_run_and_names_the_fix(tmp_path: Path) ->
     assert warn.startswith("warning:") and "openai" not in warn, warn
 
 
+def test_another_python_than_the_locks_is_a_mismatch_too(tmp_path: Path) -> None:
+    lock = tmp_path / "lock.txt"
+    lock.write_text("#   uv pip compile pyproject.toml --python-version 3.11 -o lock.txt\n\nfoo==1.0 \\\n"
+                    "    --hash=sha256:aaaa\n")
+    assert check_installed(lock, installed={"foo": "1.0"}, python="3.11").ok
+    check = check_installed(lock, installed={"foo": "1.0"}, python="3.12")
+    assert check.problems == ["Python 3.12 (locked: 3.11)"] and "python3.11" in check.fix, check
+
+
 def test_a_missing_lock_file_is_a_problem_too(tmp_path: Path) -> None:
     check = check_installed(tmp_path / "nowhere.txt", installed={})
     assert not check.ok and "missing" in check.problems[0]
