@@ -33,7 +33,7 @@ FIX_COMMAND = "make install  (if that does not help: rm -rf .venv && make instal
 UNLOCKED_EXIT = 6
 
 # `name==version`, optionally followed by an environment marker and the hash continuation.
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)(?:\s*;\s*([^\\#]+))?")
 
 
 def canonical_name(name: str) -> str:
@@ -46,9 +46,18 @@ def read_lock(text: str) -> dict[str, str]:
     pins = {}
     for line in text.splitlines():
         match = _PIN.match(line)
-        if match:
+        if match and _applies(match.group(3)):
             pins[canonical_name(match.group(1))] = match.group(2)
     return pins
+
+
+def _applies(marker: str | None) -> bool:
+    """Whether a pin's environment marker holds here (the course's lock, resolved for one platform, has none)."""
+    if not marker or not marker.strip():
+        return True
+    from packaging.markers import Marker
+
+    return bool(Marker(marker.strip()).evaluate())
 
 
 def installed_versions(paths: Iterable[str] | None = None) -> dict[str, str]:

@@ -91,6 +91,8 @@ def test_read_lock_takes_names_and_versions_and_skips_the_rest() -> None:
             # via nbconvert
         jupyter_core==5.9.1 ; sys_platform == "linux" \\
             --hash=sha256:bbbb
+        colorama==0.4.6 ; sys_platform == "win32" \\
+            --hash=sha256:cccc
         """)
     assert read_lock(text) == {"jinja2": "3.1.6", "jupyter-core": "5.9.1"}
 
