@@ -52,7 +52,8 @@ fi
 # Private to the grader (root): the lab folders (solutions, tests), the testing kit and its recorded
 # data, the instructor's code, the policy and the pytest configuration. The engine the student's code
 # imports (the rest of mini_vllm) and the virtual environment stay readable.
-chmod 711 "$ROOT/source" "$COURSE"
+# The course folder itself stays listable: Python finds a package by listing the folder it sits in.
+chmod 755 "$ROOT/source" "$COURSE"
 for private in phase-16-serving-apis-and-parsers mini_vllm/testing instructor conftest.py grading.toml \
         pyproject.toml build-info.json requirements; do
     if [ -e "$COURSE/$private" ]; then
