@@ -43,7 +43,7 @@ SHIPPED_TESTS = {"test_starter_api.py", "test_tokenizers.py", "test_real_tokeniz
 # bench/ races each lab's code against correct-but-slow versions (a re-scanning stop checker, a re-splitting
 # reasoning parser, a full re-decode): working answers, if slow ones, so it stays with the instructor.
 LEFT_OUT_DIRS = ("instructor/", ".ci/", "bench/")
-LEFT_OUT_FILES = {"TEACHING.md"}
+LEFT_OUT_FILES = {"TEACHING.md", "CHANGELOG.md"}  # the instructor's guide and the course kit's history
 WINDOW = 3  # a run of this many consecutive non-blank lines of a solution is a leak
 # Runs a solution shares with shipped course code that are no part of an answer, each with its reason.
 SHARED_NOT_ANSWERS: dict[tuple[str, ...], str] = {
@@ -51,6 +51,7 @@ SHARED_NOT_ANSWERS: dict[tuple[str, ...], str] = {
         "lab-08's solution counts its automaton steps the way the shipped test kit's CountingAutomaton "
         "(mini_vllm/testing/structured.py) counts a student's: the counter the tests read, not a task's answer",
 }
+LAB_FILE = re.compile(r"^phase-16-serving-apis-and-parsers/labs/lab-\d\d-[\w-]+/[^/]+$")
 LAB_README = re.compile(r"^phase-16-serving-apis-and-parsers/labs/lab-\d\d-[\w-]+/README\.md$")
 # Paragraphs of a lab README about the instructor's checks, by how they open.
 INSTRUCTOR_PARAGRAPHS = re.compile(r"^(?:Named wrong variants|How sharp these tests are|\*\*Mutation testing\.\*\*"
@@ -72,6 +73,8 @@ def ships(path: str) -> bool:
         return False
     if path.startswith("tests/"):
         return path.count("/") == 1 and name in SHIPPED_TESTS
+    if LAB_FILE.match(path) and name.endswith(".py"):  # never a submission.py or canary left in a lab folder
+        return name in ("starter.py", "test_lab.py")
     return True
 
 

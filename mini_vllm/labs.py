@@ -198,7 +198,10 @@ def graded_footer(labs: list[str]) -> str:
             line += f" (lab-{lab_number(lab)} ran over the reference labs {', '.join(stages)})"
         else:
             used = sorted({_whose(chosen_impl(stage)).split(" ")[0] for stage in stages})
-            line += f" (lab-{lab_number(lab)} ran over labs {', '.join(stages)}: {', '.join(used)})"
+            line += f" (lab-{lab_number(lab)} ran over labs {', '.join(stages)}: {', '.join(used)}"
+            if default_impl() != DEFAULT_IMPL:  # no reference formatter here: the pipeline's chunks are the student's
+                line += "; its tasks 1, 2, 4 sent through your ChunkFormatter"
+            line += ")"
     return line
 
 

@@ -33,7 +33,7 @@ FIX_COMMAND = "make install  (if that does not help: rm -rf .venv && make instal
 UNLOCKED_EXIT = 6
 
 # `name==version`, optionally followed by an environment marker and the hash continuation.
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)(?:\s*;\s*([^\\#]+))?")
 
 
 def canonical_name(name: str) -> str:
@@ -46,9 +46,18 @@ def read_lock(text: str) -> dict[str, str]:
     pins = {}
     for line in text.splitlines():
         match = _PIN.match(line)
-        if match:
+        if match and _applies(match.group(3)):
             pins[canonical_name(match.group(1))] = match.group(2)
     return pins
+
+
+def _applies(marker: str | None) -> bool:
+    """Whether a pin's environment marker holds here (the course's lock, resolved for one platform, has none)."""
+    if not marker or not marker.strip():
+        return True
+    from packaging.markers import Marker
+
+    return bool(Marker(marker.strip()).evaluate())
 
 
 def installed_versions(paths: Iterable[str] | None = None) -> dict[str, str]:
@@ -128,15 +137,29 @@ class InstallCheck:
         return "\n".join([head + ":", *(f"  {p}" for p in shown + more), f"fix: {self.fix}"])
 
 
-def check_installed(lock_file: Path = LOCK_FILE, installed: Mapping[str, str] | None = None) -> InstallCheck:
-    """Compare ``lock_file`` with the installed distributions (or ``installed``, for tests)."""
+def locked_python(text: str) -> str | None:
+    """The Python version the lock was resolved for, from the command in its header (``--python-version 3.11``)."""
+    match = re.search(r"--python-version (\d+\.\d+)", text)
+    return match.group(1) if match else None
+
+
+def check_installed(lock_file: Path = LOCK_FILE, installed: Mapping[str, str] | None = None,
+                    python: str | None = None) -> InstallCheck:
+    """Compare ``lock_file`` with the installed distributions and the running Python (or ``installed``
+    and the Python version in python, for tests)."""
     try:
         text = lock_file.read_text(encoding="utf-8")
     except FileNotFoundError:
         return InstallCheck([f"{lock_file} is missing, so nothing says which versions to install"],
                             fix="restore it from the course repository (git checkout -- requirements/lock.txt)")
     found = mismatches(read_lock(text), installed if installed is not None else installed_versions())
-    return InstallCheck([str(m) for m in found])
+    problems = [str(m) for m in found]
+    running = python or f"{sys.version_info.major}.{sys.version_info.minor}"
+    wanted = locked_python(text)
+    if wanted is not None and running != wanted:  # the same packages on another Python can still behave otherwise
+        return InstallCheck([f"Python {running} (locked: {wanted})", *problems],
+                            fix=f"rm -rf .venv && PYTHON=python{wanted} make install")
+    return InstallCheck(problems)
 
 
 def freeze_hypothesis_constants() -> None:

@@ -91,6 +91,8 @@ def test_read_lock_takes_names_and_versions_and_skips_the_rest() -> None:
             # via nbconvert
         jupyter_core==5.9.1 ; sys_platform == "linux" \\
             --hash=sha256:bbbb
+        colorama==0.4.6 ; sys_platform == "win32" \\
+            --hash=sha256:cccc
         """)
     assert read_lock(text) == {"jinja2": "3.1.6", "jupyter-core": "5.9.1"}
 
@@ -115,6 +117,15 @@ def test_a_fake_mismatch_stops_a_graded_run_and_names_the_fix(tmp_path: Path) ->
     stop, warn = check.message(graded=True), check.message(graded=False)
     assert "grading stopped" in stop and "hypothesis 6.99.0 (locked: 6.170.17)" in stop and FIX_COMMAND in stop, stop
     assert warn.startswith("warning:") and "openai" not in warn, warn
+
+
+def test_another_python_than_the_locks_is_a_mismatch_too(tmp_path: Path) -> None:
+    lock = tmp_path / "lock.txt"
+    lock.write_text("#   uv pip compile pyproject.toml --python-version 3.11 -o lock.txt\n\nfoo==1.0 \\\n"
+                    "    --hash=sha256:aaaa\n")
+    assert check_installed(lock, installed={"foo": "1.0"}, python="3.11").ok
+    check = check_installed(lock, installed={"foo": "1.0"}, python="3.12")
+    assert check.problems == ["Python 3.12 (locked: 3.11)"] and "python3.11" in check.fix, check
 
 
 def test_a_missing_lock_file_is_a_problem_too(tmp_path: Path) -> None:
