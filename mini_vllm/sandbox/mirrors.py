@@ -86,6 +86,73 @@ class CountingAutomatonMirror:
         return bool(self._automaton.is_accepting(state))
 
 
+# The str methods a counting string counts (what a stop-string matcher might call on a stop).
+COUNTED_STR_METHODS = ("startswith", "endswith", "find", "rfind", "index", "rindex", "count", "__contains__",
+                       "__eq__", "partition", "rpartition", "split", "encode", "casefold", "lower", "upper",
+                       "strip", "replace")
+
+
+class CountingStrMirror(str):
+    """A test's counting string (lab-05's stops) as the child sees it: a real ``str`` that counts what is read.
+
+    Every slice, index, iteration, concatenation and counted method adds the characters it reads,
+    and the count goes back with the next reply to the test's own string object.
+    """
+
+    sandbox_home: int
+    _accounts: Accounts
+
+    def _read(self, characters: int) -> None:
+        self._accounts.add(self.sandbox_home, {"read": characters})
+
+    def __getitem__(self, key: Any) -> str:
+        piece = str.__getitem__(self, key)
+        self._read(len(piece))
+        return piece
+
+    def __iter__(self) -> Any:
+        self._read(len(self))
+        return str.__iter__(self)
+
+    def __str__(self) -> str:
+        self._read(len(self))
+        return str.__str__(self)
+
+    def __add__(self, other: str) -> str:
+        self._read(len(self))
+        return str.__add__(self, other)
+
+    def __radd__(self, other: str) -> str:
+        self._read(len(self))
+        return str.__add__(other, self)
+
+    __hash__ = str.__hash__
+
+
+def _counted(name: str) -> Any:
+    method = getattr(str, name)
+
+    def counted(self: CountingStrMirror, *args: Any, **kwargs: Any) -> Any:
+        self._read(len(self))
+        return method(self, *args, **kwargs)
+
+    return counted
+
+
+for _name in COUNTED_STR_METHODS:
+    setattr(CountingStrMirror, _name, _counted(_name))
+CountingStrMirror.__hash__ = str.__hash__  # type: ignore[method-assign]
+
+
+def _counting_str(text: Any, object_id: int | None, accounts: Accounts) -> CountingStrMirror:
+    if not isinstance(text, str):
+        raise TypeError("a counting string arrives as its text")
+    mirror = CountingStrMirror(text)
+    mirror.sandbox_home = object_id or 0
+    mirror._accounts = accounts
+    return mirror
+
+
 # kind -> (builds the stand-in from (state, object id, accounts), whether it reports counts)
 BUILDERS: dict[str, tuple[Callable[[Any, int | None, Accounts], Any], bool]] = {
     "pieces": (lambda state, _id, _accounts: PieceTokenizer([bytes(p) for p in state]), False),
@@ -93,6 +160,7 @@ BUILDERS: dict[str, tuple[Callable[[Any, int | None, Accounts], Any], bool]] = {
                            True),
     "counting-automaton": (lambda state, object_id, accounts: CountingAutomatonMirror(state, object_id or 0, accounts),
                            True),
+    "counting-str": (_counting_str, True),
 }
 
-COUNTING_MIRRORS = (CountingTokenizerMirror, CountingAutomatonMirror)
+COUNTING_MIRRORS = (CountingTokenizerMirror, CountingAutomatonMirror, CountingStrMirror)

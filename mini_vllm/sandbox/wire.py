@@ -140,7 +140,10 @@ class Codec:
         if family is not None:
             self.families_sent.add(family)
             return self._ext_of(FAMILY, family)
-        mirror = getattr(type(obj), "sandbox_mirror", None) if type(obj).__module__.startswith("mini_vllm.") else None
+        # The trusted side's objects (a test's counting string too) may say how to mirror them; the
+        # child's only as the engine's own classes do (a PieceTokenizer's pieces), never with counts.
+        mine = self._trusted or type(obj).__module__.startswith("mini_vllm.")
+        mirror = getattr(type(obj), "sandbox_mirror", None) if mine else None
         if mirror is not None:
             kind, state = mirror(obj)
             counts = self._trusted and hasattr(obj, "sandbox_account")
