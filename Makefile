@@ -24,7 +24,7 @@ LOCK_TOOL := build/lock-tool
 LOCK_COMMAND := uv pip compile pyproject.toml requirements/build.in --extra dev --generate-hashes \
 	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu -o $(LOCK)
 
-.PHONY: install lock test fixtures release autograder grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
+.PHONY: install lock test contract-sandboxed fixtures release autograder grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
 
 # Every package at the version LOCK names, checked against its hashes; then the course itself,
 # without letting pip pick anything more (its build backend, setuptools, is in the lock too).
@@ -155,6 +155,10 @@ bench: install
 ## Time the README's table here (warm): make grade, each lab on the reference, make test. ARGS=--no-test skips the last.
 timings: install
 	$(PY) -m bench.timings $(ARGS)
+
+## The course contract with every named wrong variant graded through the grading sandbox (make test sends one per lab).
+contract-sandboxed: install
+	COURSE_CONTRACT_SANDBOX=all $(PY) -m pytest tests/test_course_contract.py -q -n auto --dist loadgroup
 
 ## Mutation testing of a lab's solution against its own tests: `make mutants LAB=03`.
 ## ARGS="--survivors" re-runs only what survived last time; ARGS="--only TEXT" picks mutants by id.
