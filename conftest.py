@@ -32,7 +32,7 @@ from mini_vllm.testing.policy import load_policy
 # schema here uses "iri", so the test processes do without it.
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 # Code that is not the reference runs in the grading sandbox (mini_vllm/sandbox): its own process,
-# walled off, talking to the tests through proxies. `make grade` and `make lab-NN` set LAB_SANDBOX=1,
+# walled off, talking to the tests through proxies. `make grade` and `make lab-03` (any lab) set LAB_SANDBOX=1,
 # which sandboxes the reference too; here the default sandboxes everything but the reference.
 os.environ.setdefault("LAB_SANDBOX", "auto")
 os.environ.setdefault("LAB_CALL_BUDGET_S", str(load_policy().call_budget_s))  # the sandbox reads the policy's budget

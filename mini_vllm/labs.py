@@ -86,7 +86,7 @@ def impl_path(lab: str, impl: str | None = None) -> Path:
 def sandboxed(lab: str, impl: str | None = None) -> bool:
     """Whether ``load_lab(lab, impl)`` runs the code in the grading sandbox rather than in this process.
 
-    ``LAB_SANDBOX=1`` (every graded run: ``make grade``, ``make lab-NN``, the autograder) sandboxes
+    ``LAB_SANDBOX=1`` (every graded run: ``make grade``, ``make lab-03`` and the other labs, the autograder) sandboxes
     the implementation the environment chose, the reference included; ``auto`` (the test suite's
     default) sandboxes every choice but the reference; unset or ``0`` (notebooks, the server, the
     benchmarks) runs everything here. An explicit ``impl`` (a test asking for the reference to

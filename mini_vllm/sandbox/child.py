@@ -1,4 +1,4 @@
-"""The grading child: ``python -m mini_vllm.sandbox.child READ_FD WRITE_FD CONTROL_FD ISOLATION``.
+"""The grading child, started by the trusted side (:mod:`mini_vllm.sandbox.remote`) with its pipes and walls.
 
 It walls itself off (:mod:`mini_vllm.sandbox.isolation`) before it reads a line of the
 submission, then serves the trusted side's requests until the channel closes. The first request,
