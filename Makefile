@@ -80,7 +80,7 @@ grade: run-grade
 
 run-grade: install
 	@mkdir -p build
-	@LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $(LABS) $(GRADED_PYTEST) --no-header --tb=no --grade results.json; echo $$? > $(STATUS)-grade
+	@LAB_SANDBOX=1 LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $(LABS) $(GRADED_PYTEST) --no-header --tb=no --grade results.json; echo $$? > $(STATUS)-grade
 
 ## One lab's tests, with the failures spelled out: `make lab-03` (your starter), `LAB_IMPL=solution make lab-03`.
 ## One task only: `make lab-07 TASK=1`. Extra pytest options go in ARGS, e.g. `make lab-05 ARGS="-k flush"`.
@@ -92,7 +92,7 @@ run-lab-%: install
 	@lab=$$(ls -d $(LABS)/lab-$*-* 2>/dev/null); \
 	if [ -z "$$lab" ]; then echo "no lab-$* here: the labs are $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' ')"; \
 		echo 2 > $(STATUS)-lab-$*; exit 0; fi; \
-	LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $$lab $(GRADED_PYTEST) --tb=short \
+	LAB_SANDBOX=1 LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $$lab $(GRADED_PYTEST) --tb=short \
 		--grade build/results-lab-$*.json $(if $(TASK),--task $(TASK)) $(ARGS); echo $$? > $(STATUS)-lab-$*
 
 # A failing grade must exit non-zero, but make would then print its own "*** [grade] Error 1"

@@ -24,12 +24,18 @@ from hypothesis import HealthCheck, Phase, settings
 from mini_vllm.labs import describe_choice, graded_footer, lab_of_path
 from mini_vllm.reproducible import UNLOCKED_EXIT, check_installed, freeze_hypothesis_constants
 from mini_vllm.testing.grading import Grader
+from mini_vllm.testing.policy import load_policy
 
 # jsonschema (imported by mistral-common, nbformat and schemathesis) loads rfc3987_syntax when it
 # is installed (Jupyter's server installs it), only to check the "iri" string format, and that
 # module compiles a Lark grammar on import: 0.8 s in every test process and grading child. No
 # schema here uses "iri", so the test processes do without it.
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+# Code that is not the reference runs in the grading sandbox (mini_vllm/sandbox): its own process,
+# walled off, talking to the tests through proxies. `make grade` and `make lab-NN` set LAB_SANDBOX=1,
+# which sandboxes the reference too; here the default sandboxes everything but the reference.
+os.environ.setdefault("LAB_SANDBOX", "auto")
+os.environ.setdefault("LAB_CALL_BUDGET_S", str(load_policy().call_budget_s))  # the sandbox reads the policy's budget
 
 _QUIET_FAILURES = {
     "derandomize": True,

@@ -23,6 +23,7 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LABS_DIR = REPO_ROOT / "phase-16-serving-apis-and-parsers" / "labs"
@@ -31,7 +32,7 @@ DEFAULT_IMPL = "solution"
 # then the typed event streams the server speaks to agents, then the sampler's side of the same seam.
 RECOMMENDED_ORDER = ("03", "04", "05", "06", "01", "02", "07", "08")
 
-_loaded: dict[Path, ModuleType] = {}
+_loaded: dict[Path, Any] = {}
 
 
 def lab_dir(lab: str) -> Path:
@@ -82,8 +83,32 @@ def impl_path(lab: str, impl: str | None = None) -> Path:
     return path
 
 
-def load_lab(lab: str, impl: str | None = None) -> ModuleType:
-    """Import and return the implementation module of ``lab`` (cached per file)."""
+def sandboxed(lab: str, impl: str | None = None) -> bool:
+    """Whether ``load_lab(lab, impl)`` runs the code in the grading sandbox rather than in this process.
+
+    ``LAB_SANDBOX=1`` (every graded run: ``make grade``, ``make lab-NN``, the autograder) sandboxes
+    the implementation the environment chose, the reference included; ``auto`` (the test suite's
+    default) sandboxes every choice but the reference; unset or ``0`` (notebooks, the server, the
+    benchmarks) runs everything here. An explicit ``impl`` (a test asking for the reference to
+    build its expected values) is the caller's own choice and always runs here.
+    """
+    if impl is not None:
+        return False
+    mode = os.environ.get("LAB_SANDBOX", "0").strip()
+    if mode == "1":
+        return True
+    return mode == "auto" and chosen_impl(lab) != DEFAULT_IMPL
+
+
+def load_lab(lab: str, impl: str | None = None) -> Any:
+    """Import and return the implementation module of ``lab`` (cached per file).
+
+    In a graded run (:func:`sandboxed`) the module is imported in a sandboxed child process
+    instead, and what comes back is a :class:`mini_vllm.sandbox.remote.RemoteLab` with the same
+    names: the tests cannot tell, and the submission cannot reach them.
+    """
+    if sandboxed(lab, impl):
+        return _remote_lab(lab)
     path = impl_path(lab, impl)
     module = _loaded.get(path)
     if module is None:
@@ -102,6 +127,48 @@ def load_lab(lab: str, impl: str | None = None) -> ModuleType:
             raise
         _loaded[path] = module
     return module
+
+
+def _remote_lab(lab: str) -> Any:
+    from mini_vllm.sandbox.remote import missing_lab, open_lab
+
+    number = lab_number(lab)
+    try:
+        path = impl_path(lab)
+    except FileNotFoundError as missing:
+        return missing_lab(number, str(missing))
+    key = Path(f"sandbox:{number}:{path}")
+    remote = _loaded.get(key)
+    if remote is None:
+        remote = _loaded[key] = open_lab(number, path, _chosen_file, all_lab_numbers(), _reference_file)
+    return remote
+
+
+def all_lab_numbers() -> list[str]:
+    return sorted(lab_number(p.name) for p in LABS_DIR.glob("lab-[0-9][0-9]-*") if p.is_dir())
+
+
+def _chosen_file(number: str) -> Path | None:
+    try:
+        return impl_path(number)
+    except (FileNotFoundError, LookupError):
+        return None
+
+
+def _reference_file(number: str) -> Path | None:
+    try:
+        return impl_path(number, DEFAULT_IMPL)
+    except (FileNotFoundError, LookupError):
+        return None
+
+
+def forget_sandboxes() -> None:
+    """Stop every grading child and forget its lab, so the next ``load_lab`` starts afresh."""
+    from mini_vllm.sandbox.remote import stop_all
+
+    stop_all()
+    for key in [k for k in _loaded if str(k).startswith("sandbox:")]:
+        del _loaded[key]
 
 
 def lab_of_path(path: str | os.PathLike[str]) -> str | None:

@@ -467,3 +467,30 @@ def test_response_created_echoes_the_tools_that_were_sent(server: BackgroundServ
     for event in (e for e in events if e["type"] in ("response.created", "response.completed")):
         assert [tool["name"] for tool in event["response"]["tools"]] == ["get_weather"], event
         assert event["response"]["parallel_tool_calls"] is False, event
+
+
+def test_a_client_that_leaves_while_its_request_waits_for_blocks_leaves_the_line() -> None:
+    """The line for KV blocks is new: a client that hangs up while waiting must take its place out of it,
+    holding no blocks, and the requests behind it still run."""
+    engine = Engine(ToyModel(build_engine("byte").tokenizer), BlockPool(num_blocks=8, block_size=16),  # 128 tokens
+                    token_delay_s=0.03)  # the first request holds its blocks for nearly two seconds
+    body = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "long"}], "max_tokens": 60})
+    with BackgroundServer(engine, pipeline=SOLUTION) as running:
+        client = openai.OpenAI(base_url=running.base_url, api_key="not-needed", max_retries=0, timeout=60)
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(client.chat.completions.create, model=MODEL_NAME, max_tokens=60,
+                                messages=[{"role": "user", "content": "long"}])
+            wait_until(lambda: engine.running, "the first request to hold its blocks")
+            leaving = http.client.HTTPConnection("127.0.0.1", running.port, timeout=30)
+            leaving.request("POST", "/v1/chat/completions", body=body, headers={"content-type": "application/json"})
+            wait_until(lambda: engine.num_waiting == 1, "the second request to wait for blocks")
+            leaving.close()
+            wait_until(lambda: engine.num_waiting == 0, "the request whose client left to leave the line")
+            assert not first.done() and len(engine.running) == 1, "it left the line, it was not admitted"
+            assert first.result().choices[0].finish_reason == "length"
+        third = client.chat.completions.create(model=MODEL_NAME, max_tokens=60,
+                                               messages=[{"role": "user", "content": "long"}])
+        assert third.usage is not None and third.usage.completion_tokens == 60
+        wait_until(lambda: not engine.running, "every request to end")
+        assert engine.pool.num_free_blocks == 8 and engine.stats.num_finished + engine.stats.num_aborted == 2, (
+            "only the first and the third ran")

@@ -37,14 +37,9 @@ def load(name: str) -> Any:
 
 def value_types() -> tuple[type, type, type]:
     """``(StepOutput, ToolCallDelta, ToolCall)``: the given value types lab-02 and lab-01 exchange."""
-    try:
-        from mini_vllm.labtypes.lab01 import ToolCall, ToolCallDelta
-        from mini_vllm.labtypes.lab02 import StepOutput
-    except ImportError:  # until the given types live in mini_vllm.labtypes, the starters hold them, complete
-        from mini_vllm.labs import load_lab
+    from mini_vllm.labtypes.lab01 import ToolCall, ToolCallDelta
+    from mini_vllm.labtypes.lab02 import StepOutput
 
-        lab01, lab02 = load_lab("lab-01", "starter"), load_lab("lab-02", "starter")
-        return lab02.StepOutput, lab01.ToolCallDelta, lab01.ToolCall
     return StepOutput, ToolCallDelta, ToolCall
 
 
