@@ -16,7 +16,7 @@ import tomllib
 from packaging.requirements import Requirement
 
 from instructor.contract import LabRun, run_lab_tests
-from mini_vllm.labs import LABS_DIR, REPO_ROOT, lab_dir
+from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path, lab_dir
 from mini_vllm.reproducible import (
     FIX_COMMAND,
     LOCK_FILE,
@@ -221,15 +221,18 @@ def test_frozen_hypothesis_draws_the_same_examples_whatever_was_imported(tmp_pat
 # The submission of issue 24: lab-02 builds lab-04's detokenizer without the prompt, so a reply whose
 # first token's text depends on the prompt (a SentencePiece reply that starts with a space) comes out
 # wrong. It scored 109 / 110 under `make lab-02` and 110 / 110 under `make grade` and under
-# `make lab-02 ARGS="-k several"`, because hypothesis drew other examples under each.
-_DROPS_THE_PROMPT = """\
-from instructor.variants import run_reference_with_mistake
+# `make lab-02 ARGS="-k several"`, because hypothesis drew other examples under each. It is written
+# out whole, as a student's file is, so it runs in the sandbox as `make` runs it.
+_RIGHT = "tokenizer, prompt_ids, skip_special_tokens=params.skip_special_tokens)"
+_WRONG = "tokenizer, [], skip_special_tokens=params.skip_special_tokens)"
 
-run_reference_with_mistake("lab-02", {
-    "tokenizer, prompt_ids, skip_special_tokens=params.skip_special_tokens)":
-        "tokenizer, [], skip_special_tokens=params.skip_special_tokens)",
-}, globals())
-"""
+
+def _drops_the_prompt(folder: Path) -> Path:
+    reference = impl_path("lab-02", "solution").read_text(encoding="utf-8")
+    assert reference.count(_RIGHT) == 1, f"lab-02's solution no longer builds lab-04 as {_RIGHT!r}: update this test"
+    submission = folder / "drops_the_prompt.py"
+    submission.write_text(reference.replace(_RIGHT, _WRONG), encoding="utf-8")
+    return submission
 
 
 def _outcomes(run: LabRun, lab: str) -> dict[str, float]:
@@ -238,9 +241,7 @@ def _outcomes(run: LabRun, lab: str) -> dict[str, float]:
 
 
 def test_one_submission_gets_the_same_results_under_three_commands(tmp_path: Path) -> None:
-    variant = tmp_path / "drops_the_prompt.py"
-    variant.write_text(_DROPS_THE_PROMPT, encoding="utf-8")
-    env = {"LAB_IMPL": "solution", "LAB_IMPL_02": str(variant)}
+    env = {"LAB_SANDBOX": "1", "LAB_IMPL": "solution", "LAB_IMPL_02": str(_drops_the_prompt(tmp_path))}
     graded = ["-p", "no:xdist", "-m", "not control"]  # as the Makefile's graded runs
     lab = lab_dir("02").name
     alone = _outcomes(run_lab_tests(lab_dir("02"), env, args=graded), lab)  # make lab-02
