@@ -168,3 +168,24 @@ def test_a_lab_that_does_not_import_costs_that_lab_only(tmp_path: Path) -> None:
     assert lab_05_tests and all(t["score"] == 0 for t in lab_05_tests), "the broken lab scores 0"
     assert all("lab-05 does not import: SyntaxError" in t["output"] for t in lab_05_tests), lab_05_tests[0]["output"]
     assert "does not import: SyntaxError" in done.stdout, f"the scorecard shows the error:\n{done.stdout[-2000:]}"
+
+
+def test_graded_code_cannot_touch_the_tests_counters() -> None:
+    """What the child may ask of an object the tests lent it: its public methods, never its counters.
+
+    A child that found its channel could otherwise reset a counting tokenizer (``setattr``) or hand it
+    a negative count (``sandbox_account``) and pass a cost test with a quadratic detokenizer.
+    """
+    from mini_vllm import ByteTokenizer
+    from mini_vllm.sandbox.peer import StrictLender
+    from mini_vllm.testing.tokenizers import CountingTokenizer
+
+    lender, counting = StrictLender(), CountingTokenizer(ByteTokenizer())
+    lender.check_method(counting, "decode")  # the tokenizer's own interface is what it is lent for
+    for forged in ("sandbox_account", "sandbox_mirror", "__init__", "_private"):
+        with pytest.raises(AttributeError):
+            lender.check_method(counting, forged)
+    with pytest.raises(PermissionError):
+        lender.check_set(counting, "ids_decoded")
+    with pytest.raises(TypeError):
+        lender.check_result(os)  # no module, class or function is ever handed to graded code

@@ -176,6 +176,9 @@ class ChildLender:
     def check_attribute(self, obj: Any, name: str) -> None:
         pass
 
+    def check_set(self, obj: Any, name: str) -> None:
+        pass
+
     def check_result(self, value: Any) -> None:
         pass
 

@@ -154,6 +154,9 @@ class Lender:
     def check_attribute(self, obj: Any, name: str) -> None:
         pass
 
+    def check_set(self, obj: Any, name: str) -> None:
+        pass
+
     def check_result(self, value: Any) -> None:
         pass
 
@@ -171,7 +174,7 @@ class StrictLender(Lender):
             if not callable(obj):
                 raise TypeError("that object is not callable")
             return
-        if name.startswith("_") and name not in FORWARDED:
+        if (name.startswith("_") and name not in FORWARDED) or name.startswith("sandbox_"):
             raise AttributeError(f"{type(obj).__name__}.{name} is not public")
         member = inspect.getattr_static(type(obj), name, None)
         if not (inspect.isfunction(member) or isinstance(member, (staticmethod, classmethod))
@@ -181,6 +184,10 @@ class StrictLender(Lender):
     def check_attribute(self, obj: Any, name: str) -> None:
         if name.startswith("_"):
             raise AttributeError(f"{type(obj).__name__}.{name} is not public")
+
+    def check_set(self, obj: Any, name: str) -> None:
+        raise PermissionError(f"graded code cannot set {type(obj).__name__}.{name}: the tests' objects are read-only "
+                              "to it (a counter, for one, must count what happened)")
 
     def check_result(self, value: Any) -> None:
         if isinstance(value, UNSAFE_TYPES) and not isinstance(value, types.GeneratorType):
@@ -421,7 +428,7 @@ class Peer:
             lender.check_attribute(obj, args[1])
             return getattr(obj, args[1])
         if op == "setattr":
-            lender.check_attribute(obj, args[1])
+            lender.check_set(obj, args[1])
             setattr(obj, args[1], args[2])
             return None
         if op == "iter":
