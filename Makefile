@@ -1,5 +1,6 @@
 # Every target bootstraps .venv on first use, so a fresh clone needs only `make`.
-PYTHON ?= python3
+# The lock file is for Python 3.11: use python3.11 where it has that name.
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || echo python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 LABS := phase-16-serving-apis-and-parsers/labs
@@ -16,19 +17,53 @@ GRADED_PYTEST := -q -rN -p no:warnings -p no:xdist -m "not control" --assert=pla
 # without the cache every run recompiles the course and pytest re-rewrites its assertions,
 # which more than doubles the time a small lab takes.
 unexport PYTHONDONTWRITEBYTECODE
+# The exact versions `make install` installs (see `make lock`), and the tool that writes them.
+LOCK := requirements/lock.txt
+UV_VERSION := 0.13.8
+LOCK_TOOL := build/lock-tool
+LOCK_COMMAND := uv pip compile pyproject.toml requirements/build.in --extra dev --generate-hashes \
+	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu -o $(LOCK)
 
-.PHONY: install test fixtures release autograder grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
+.PHONY: install lock test contract-sandboxed fixtures release autograder grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
 
-$(VENV)/.installed: pyproject.toml
-	@echo "Installing the course into $(VENV) (first run only; about a minute)..."
+# Every package at the version LOCK names, checked against its hashes; then the course itself,
+# without letting pip pick anything more (its build backend, setuptools, is in the lock too).
+# pip goes first: the one a new venv brings (23.2 with Python 3.11.7) spends about 20 s more CPU
+# than the locked one on the same install. conftest.py checks at start-up that what is installed
+# is still what LOCK says.
+$(VENV)/.installed: $(LOCK) pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
+		echo "$(LOCK) is for Python 3.11, and $(PYTHON) is $$($(PYTHON) --version 2>&1)."; \
+		echo "Install Python 3.11 and run: PYTHON=python3.11 make $(or $(MAKECMDGOALS),install)"; exit 1; }
+	@echo "Installing the course's locked packages into $(VENV) (first run only; 1-3 minutes)..."
 	@$(PYTHON) -m venv $(VENV)
-	@{ $(PY) -m pip install --upgrade pip && $(PY) -m pip install -e ".[dev]"; } > $(VENV)/install.log 2>&1 \
+	@sed -n '/^pip==/,/[^\\]$$/p' $(LOCK) > $(VENV)/pip-lock.txt
+	@{ $(PY) -m pip install --require-hashes --no-deps -r $(VENV)/pip-lock.txt \
+		&& $(PY) -m pip install --require-hashes -r $(LOCK) \
+		&& $(PY) -m pip install --no-deps --no-build-isolation -e .; } > $(VENV)/install.log 2>&1 \
 		|| { tail -n 30 $(VENV)/install.log; echo "install failed: the whole log is in $(VENV)/install.log"; exit 1; }
 	@touch $@
 
 install: $(VENV)/.installed
 
 # >>> instructor  (make release leaves these lines out of the student's Makefile)
+## After changing pyproject.toml's dependencies: resolve them again into the lock file (other pins stay;
+## UPGRADE=1 moves every package to its newest version). Then `make install` installs the new lock.
+lock:
+	@$(PYTHON) -m venv $(LOCK_TOOL) && $(LOCK_TOOL)/bin/pip install -q uv==$(UV_VERSION) > $(LOCK_TOOL)/install.log 2>&1 \
+		|| { cat $(LOCK_TOOL)/install.log; exit 1; }
+	@$(LOCK_TOOL)/bin/$(LOCK_COMMAND) --no-header --quiet $(if $(UPGRADE),--upgrade)
+	@{ printf '%s\n' \
+		"# The course's lock file: every package \`make install\` puts in .venv, at one version, with the" \
+		"# sha256 of each of its files, for CPython 3.11 on Linux x86_64 (the course's machines and CI)." \
+		"# make install runs: pip install --require-hashes -r $(LOCK) && pip install --no-deps --no-build-isolation -e ." \
+		"# Do not edit it by hand. After changing the dependencies in pyproject.toml (or requirements/build.in)," \
+		"# regenerate it with \`make lock\` (\`make lock UPGRADE=1\`: the newest version of everything), which runs" \
+		"# uv $(UV_VERSION) (existing pins are kept unless UPGRADE=1 adds --upgrade):" \
+		"#   $(LOCK_COMMAND)" ""; cat $(LOCK); } > $(LOCK).new
+	@mv $(LOCK).new $(LOCK)
+	@echo "$(LOCK): $$(grep -c '==' $(LOCK)) packages. Now run make install, and commit $(LOCK)."
+
 ## All tests against the solutions, the contract checks on the starters, every notebook (2 workers).
 test: install
 	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist loadgroup
@@ -45,7 +80,7 @@ grade: run-grade
 
 run-grade: install
 	@mkdir -p build
-	@LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $(LABS) $(GRADED_PYTEST) --no-header --tb=no --grade results.json; echo $$? > $(STATUS)-grade
+	@LAB_SANDBOX=1 LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $(LABS) $(GRADED_PYTEST) --no-header --tb=no --grade results.json; echo $$? > $(STATUS)-grade
 
 ## One lab's tests, with the failures spelled out: `make lab-03` (your starter), `LAB_IMPL=solution make lab-03`.
 ## One task only: `make lab-07 TASK=1`. Extra pytest options go in ARGS, e.g. `make lab-05 ARGS="-k flush"`.
@@ -57,21 +92,25 @@ run-lab-%: install
 	@lab=$$(ls -d $(LABS)/lab-$*-* 2>/dev/null); \
 	if [ -z "$$lab" ]; then echo "no lab-$* here: the labs are $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' ')"; \
 		echo 2 > $(STATUS)-lab-$*; exit 0; fi; \
-	LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $$lab $(GRADED_PYTEST) --tb=short \
+	LAB_SANDBOX=1 LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $$lab $(GRADED_PYTEST) --tb=short \
 		--grade build/results-lab-$*.json $(if $(TASK),--task $(TASK)) $(ARGS); echo $$? > $(STATUS)-lab-$*
 
 # A failing grade must exit non-zero, but make would then print its own "*** [grade] Error 1"
 # banner under the scorecard. Instead the last recipe reads the saved pytest status and stops
 # make with one sentence of ours ($(error) exits with status 2).
 # pytest's exit 5 means it selected no test at all (ARGS="-k ..." matched nothing), and exit 4 that it
-# refused the command line (a usage error): neither is a grade.
+# refused the command line (a usage error), and exit 6 that conftest.py found packages other than the
+# locked ones (mini_vllm/reproducible.py): none of them is a grade.
 verdict = $(if $(filter 5,$(shell cat $(STATUS)-$(1) 2>/dev/null)),$(error \
 	$(1): no test was selected (pytest exit 5), so nothing was graded; check the -k or -m in ARGS, or TASK),$(if \
 	$(filter 4,$(shell cat $(STATUS)-$(1) 2>/dev/null)),$(error \
 	$(1): pytest refused the command line (usage error, exit 4; its reason is printed above), so nothing was \
 	graded; check ARGS. One task only: make $(1) TASK=1),$(if \
+	$(filter 6,$(shell cat $(STATUS)-$(1) 2>/dev/null)),$(error \
+	$(1): the installed packages are not the locked ones (listed above), so nothing was graded; \
+	run make install (or rm -rf .venv && make install)),$(if \
 	$(filter-out 0,$(shell cat $(STATUS)-$(1) 2>/dev/null || echo 1)),$(error \
-	$(1): not everything passes yet (pytest exit $(shell cat $(STATUS)-$(1) 2>/dev/null)); the scorecard above says where to start))))
+	$(1): not everything passes yet (pytest exit $(shell cat $(STATUS)-$(1) 2>/dev/null)); the scorecard above says where to start)))))
 
 ## Execute every lesson notebook and render it to HTML in build/notebooks.
 notebooks: install
@@ -107,15 +146,19 @@ browser:
 		echo "         or the demo's browser test (tests/test_demo_browser.py) is skipped."; \
 	fi
 
+# >>> instructor
 ## Benchmarks: per-token cost as ratios against naive versions and real peers.
 bench: install
 	$(PY) -m bench.run
 
-# >>> instructor
 
 ## Time the README's table here (warm): make grade, each lab on the reference, make test. ARGS=--no-test skips the last.
 timings: install
 	$(PY) -m bench.timings $(ARGS)
+
+## The course contract with every named wrong variant graded through the grading sandbox (make test sends one per lab).
+contract-sandboxed: install
+	COURSE_CONTRACT_SANDBOX=all $(PY) -m pytest tests/test_course_contract.py -q -n auto --dist loadgroup
 
 ## Mutation testing of a lab's solution against its own tests: `make mutants LAB=03`.
 ## ARGS="--survivors" re-runs only what survived last time; ARGS="--only TEXT" picks mutants by id.
@@ -123,7 +166,6 @@ mutants: install
 	@if [ -z "$(LAB)" ]; then echo "usage: make mutants LAB=03  (the labs: $$(ls $(LABS) | grep -o '^lab-[0-9]*' | tr '\n' ' '))"; exit 2; fi
 	$(PY) -m instructor.mutants $(LAB) $(ARGS)
 
-# >>> instructor  (make release leaves these lines out of the student's Makefile)
 ## The Gradescope autograder: build/autograder.zip (setup.sh, run_autograder, the course). See TEACHING.md.
 autograder: install
 	$(PY) -m instructor.autograder.build
@@ -133,13 +175,17 @@ autograder: install
 grade-batch: install
 	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir  (one folder or .zip per student)"; exit 2; fi
 	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(ARGS)
-# <<< instructor
 
 ## Record what the tests need from the reference solutions (mini_vllm/testing/fixtures/); commit the result.
 ## `make test` fails while a recording is stale. ARGS=--check only reports; ARGS=--redraw draws lab-07's texts again.
 fixtures: install
 	$(PY) -m instructor.fixtures $(ARGS)
 # <<< instructor
+# The student's copy has no bench/: it races each lab against correct-but-slow versions (working answers).
+#> ## The benchmarks race each lab against correct (slow) versions of it, so they ship in the instructor's copy only.
+#> bench:
+#> 	@echo "make bench: the benchmarks compare your code with correct but slow versions of each lab, so they"
+#> 	@echo "ship in your instructor's copy of the course only; the README of each lab quotes their figures."
 
 lint: install
 	$(PY) -m ruff check .

@@ -6,6 +6,9 @@
   otherwise: the same examples every run, no deadline, so a grade never depends on luck
   or load, and no reproduction blob or "explanation" noise under the failure.
 - ``--grade results.json`` turns on the scorecard and the Gradescope results file.
+- Same code, same grade (mini_vllm/reproducible.py): the installed packages must be the ones
+  ``requirements/lock.txt`` names (a graded run stops otherwise, any other run warns), and
+  hypothesis never mines literals from whatever modules the command happened to import.
 """
 
 from __future__ import annotations
@@ -19,13 +22,20 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 from mini_vllm.labs import describe_choice, graded_footer, lab_of_path
+from mini_vllm.reproducible import UNLOCKED_EXIT, check_installed, freeze_hypothesis_constants
 from mini_vllm.testing.grading import Grader
+from mini_vllm.testing.policy import load_policy
 
 # jsonschema (imported by mistral-common, nbformat and schemathesis) loads rfc3987_syntax when it
 # is installed (Jupyter's server installs it), only to check the "iri" string format, and that
 # module compiles a Lark grammar on import: 0.8 s in every test process and grading child. No
 # schema here uses "iri", so the test processes do without it.
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+# Code that is not the reference runs in the grading sandbox (mini_vllm/sandbox): its own process,
+# walled off, talking to the tests through proxies. `make grade` and `make lab-03` (any lab) set LAB_SANDBOX=1,
+# which sandboxes the reference too; here the default sandboxes everything but the reference.
+os.environ.setdefault("LAB_SANDBOX", "auto")
+os.environ.setdefault("LAB_CALL_BUDGET_S", str(load_policy().call_budget_s))  # the sandbox reads the policy's budget
 
 _QUIET_FAILURES = {
     "derandomize": True,
@@ -45,6 +55,9 @@ settings.register_profile("contract", max_examples=100,
 # Bug hunting: fresh random examples every run, five times as many.
 settings.register_profile("dev", deadline=None, max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+# Examples that depend on the test alone: not on which labs, solutions or student files the
+# command imported before it (hypothesis would otherwise draw literals from their source).
+freeze_hypothesis_constants()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,10 +78,35 @@ def pytest_configure(config: pytest.Config) -> None:
             "-m cannot pick a task (pytest's -m matches marker names, not their arguments). To grade one task, "
             "use TASK: `make lab-07 TASK=1` (or the pytest option --task 1).")
     results = config.getoption("--grade")
+    if not hasattr(config, "workerinput"):  # pytest-xdist's workers share their controller's .venv
+        _check_installed_packages(config, graded=bool(results))
     if results:
         config.pluginmanager.register(Grader(Path(results).resolve()), "course-grader")
     if not hasattr(config, "workerinput"):  # under pytest-xdist, only the controlling process prints
         config.pluginmanager.register(GradedFooter(config), "course-graded-footer")
+
+
+def _check_installed_packages(config: pytest.Config, graded: bool) -> None:
+    """A grade must come from the locked versions: stop a graded run on any other, warn otherwise."""
+    check = check_installed()
+    if check.ok:
+        return
+    if graded:  # its own exit status, so make's last line names the fix rather than a failing grade
+        pytest.exit(check.message(graded=True), returncode=UNLOCKED_EXIT)
+    config.pluginmanager.register(InstallWarning(check.message(graded=False)), "course-install-warning")
+
+
+class InstallWarning:
+    """Says that the packages are not the locked ones at the top of the run and again under its summary."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def pytest_report_header(self) -> str:
+        return self.message
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        terminalreporter.write_line(self.message, yellow=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

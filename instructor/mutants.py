@@ -80,6 +80,9 @@ def run_one_worker(lab: Path, mutant_files: list[Path]) -> dict[str, int]:
     ceiling = WORKER_MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(WORKER_MEMORY_BYTES, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (ceiling, hard))
     os.environ["HYPOTHESIS_PROFILE"] = "contract"  # the graded examples, without shrinking
+    # A mutant is the instructor's own solution with one change: it runs here, not in the grading
+    # sandbox (which proves nothing about the tests' sharpness and costs a round trip per call).
+    os.environ["LAB_SANDBOX"] = "0"
     env_key = f"LAB_IMPL_{lab_number(lab.name)}"
     codes: dict[str, int] = {}
     for path in mutant_files:

@@ -5,7 +5,8 @@ starter and tests, the notebooks, the demo, the grading policy, and the few test
 that make sense on a student's own code (:data:`SHIPPED_TESTS`). What does not: every
 ``solution.py``, this ``instructor/`` folder (wrong variants, mutation testing and its
 equivalents, the canary, the correct-but-slow baselines, the fixtures' generator, these
-builders), the instructor's tests, ``make timings``, CI, and the git history.
+builders), the instructor's tests, the benchmarks (they race correct-but-slow versions), CI, and the
+git history.
 
 Text meant for one copy only is marked in the instructor's files, so both copies are kept
 from one source:
@@ -13,7 +14,8 @@ from one source:
 - Markdown: lines between ``<!-- instructor -->`` and ``<!-- /instructor -->`` are left out of
   the release, and so is a line that ends with ``<!-- instructor -->`` (a table row); lines
   between ``<!-- student`` and ``-->`` are hidden here and shown in the release.
-- Makefile: lines between ``# >>> instructor`` and ``# <<< instructor`` are left out.
+- Makefile: lines between ``# >>> instructor`` and ``# <<< instructor`` are left out, and a line
+  that starts with ``#> `` is a comment here and, without that prefix, a line of the release's.
 - Each lab README loses what only the instructor's copy has: the ``solution.py`` row of its
   file table, the ``LAB_IMPL=solution`` and ``make mutants`` commands, and the paragraphs about the wrong
   variants and mutation testing (:func:`student_lab_readme`).
@@ -34,12 +36,14 @@ import sys
 from pathlib import Path
 
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
-from mini_vllm.testing.provenance import write_build_info
+from mini_vllm.testing.provenance import BUILD_INFO, write_build_info
 
 # Of tests/, only these ship: they pass on blank starters and check the engine or the student's API.
 SHIPPED_TESTS = {"test_starter_api.py", "test_tokenizers.py", "test_real_tokenizers.py"}
-LEFT_OUT_DIRS = ("instructor/", ".ci/")
-LEFT_OUT_FILES = {"TEACHING.md", "bench/timings.py"}  # make timings times the instructor's make test
+# bench/ races each lab's code against correct-but-slow versions (a re-scanning stop checker, a re-splitting
+# reasoning parser, a full re-decode): working answers, if slow ones, so it stays with the instructor.
+LEFT_OUT_DIRS = ("instructor/", ".ci/", "bench/")
+LEFT_OUT_FILES = {"TEACHING.md", "CHANGELOG.md"}  # the instructor's guide and the course kit's history
 WINDOW = 3  # a run of this many consecutive non-blank lines of a solution is a leak
 # Runs a solution shares with shipped course code that are no part of an answer, each with its reason.
 SHARED_NOT_ANSWERS: dict[tuple[str, ...], str] = {
@@ -47,6 +51,7 @@ SHARED_NOT_ANSWERS: dict[tuple[str, ...], str] = {
         "lab-08's solution counts its automaton steps the way the shipped test kit's CountingAutomaton "
         "(mini_vllm/testing/structured.py) counts a student's: the counter the tests read, not a task's answer",
 }
+LAB_FILE = re.compile(r"^phase-16-serving-apis-and-parsers/labs/lab-\d\d-[\w-]+/[^/]+$")
 LAB_README = re.compile(r"^phase-16-serving-apis-and-parsers/labs/lab-\d\d-[\w-]+/README\.md$")
 # Paragraphs of a lab README about the instructor's checks, by how they open.
 INSTRUCTOR_PARAGRAPHS = re.compile(r"^(?:Named wrong variants|How sharp these tests are|\*\*Mutation testing\.\*\*"
@@ -68,6 +73,8 @@ def ships(path: str) -> bool:
         return False
     if path.startswith("tests/"):
         return path.count("/") == 1 and name in SHIPPED_TESTS
+    if LAB_FILE.match(path) and name.endswith(".py"):  # never a submission.py or canary left in a lab folder
+        return name in ("starter.py", "test_lab.py")
     return True
 
 
@@ -105,12 +112,15 @@ def student_makefile(text: str) -> str:
     out: list[str] = []
     skipping = False
     for line in text.split("\n"):
-        if line.startswith("# >>> instructor"):
-            skipping = True
-        elif line.startswith("# <<< instructor"):
-            skipping = False
+        if line.startswith(("# >>> instructor", "# <<< instructor")):
+            opening = line.startswith("# >>>")
+            if opening == skipping:
+                raise ValueError(f"Makefile: {line!r} {'inside' if skipping else 'outside'} an instructor block")
+            skipping = opening
         elif not skipping:
-            out.append(line)
+            out.append(line.removeprefix("#> "))
+    if skipping:
+        raise ValueError("Makefile: an instructor block is never closed")
     text = "\n".join(out)
     defined = set(re.findall(r"^([a-z][\w-]*):", text, re.M))
     return re.sub(r"^\.PHONY:(.*)$", lambda m: ".PHONY: " + " ".join(t for t in m.group(1).split() if t in defined),
@@ -139,6 +149,7 @@ def build(dest: Path, root: Path = REPO_ROOT, commit: bool = True) -> list[str]:
         shutil.copymode(root / path, target)
     # Where this release came from (its commit is the student's own): every result it grades names it.
     write_build_info(dest, "release", root)
+    shipped.append(BUILD_INFO)
     if commit:
         git = ["git", "-c", "user.name=Course release", "-c", "user.email=release@course.invalid",
                "-c", "commit.gpgsign=false"]

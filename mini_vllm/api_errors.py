@@ -23,6 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger("mini_vllm.server")
@@ -88,16 +89,23 @@ UNION_TAGS = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 
 def param_path(location: Sequence[int | str]) -> str:
-    """pydantic's error location as a client would name the field: ``messages[0].content[1].text``."""
-    path, previous = "", None
+    """pydantic's error location as a client would name the field: ``messages[0].content[1].text``.
+
+    pydantic puts labels among the fields: union branches (``str``, ``list[TextPart]``), validator
+    names (``_item_type()``) and, right after an item's index, the tag of a discriminated union (a
+    message's role; the type of an item or block, when the list's label says ``tagged-union``).
+    """
+    path, previous, tagged = "", None, False
     for part in location:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part in TYPE_LABELS or "[" in part or part[:1].isupper() or (
-                isinstance(previous, int) and part in UNION_TAGS):
-            pass  # a union branch (``str``, ``list[TextPart]``, ``TextPart``) or a message's role tag
+        elif isinstance(previous, int) and (tagged or part in UNION_TAGS):
+            pass  # the item's tag: its role, or its type
+        elif part in TYPE_LABELS or "[" in part or part[:1].isupper() or part.endswith("()"):
+            tagged = "tagged-union" in part  # a union branch, a list's label, a validator
         else:
             path += ("." if path else "") + part
+            tagged = False
         previous = part
     return path
 
@@ -111,16 +119,20 @@ def validation_error(errors: Sequence[Any]) -> ApiError:
     location = [part for part in first.get("loc", ()) if part != "body"]
     kind = str(first.get("type", ""))
     if kind == "json_invalid":
-        where = f" at position {location[0]}" if location and isinstance(location[0], int) else ""
+        where = f" (at position {location[0]})" if location and isinstance(location[0], int) else ""
         return ApiError(400, f"the request body is not valid JSON: {context.get('error', first['msg'])}"
                         f"{where}", code="invalid_json")
     if not location and kind in ("model_attributes_type", "model_type", "dict_type"):
         hint = " (send it with Content-Type: application/json)" if isinstance(first.get("input"), bytes) else ""
         return ApiError(400, f"the request body must be a JSON object{hint}", code="invalid_json")
     param = param_path(location)
-    if kind == "union_tag_invalid":  # a message whose role is none of the known ones
+    if kind == "union_tag_invalid":  # a message whose role (an item or block whose type) is none of the known ones
         tag = str(context.get("discriminator", "'role'")).strip("'")
+        tag = "type" if tag.endswith("()") else tag  # a validator that reads the type (the Responses API's items)
         param = f"{param}.{tag}" if param else tag
+        message = (f"{param}: {context.get('tag')!r} is not one of the accepted values: "
+                   f"{context.get('expected_tags', '')}")
+        return ApiError(400, message, param=param, code="invalid_value")
     if kind == "extra_forbidden":
         message = f"unknown field {param!r}: this server does not support it (check the spelling)"
     elif kind == "missing":
@@ -133,6 +145,10 @@ def validation_error(errors: Sequence[Any]) -> ApiError:
 
 
 # ----------------------------------------------------------------- the handlers and the guard
+
+
+# The codes of the errors Starlette raises itself (OpenAI answers an unknown URL with "unknown_url").
+HTTP_ERROR_CODES = {404: "unknown_url", 405: "method_not_allowed", 413: "request_too_large"}
 
 
 def install_error_handling(app: FastAPI, max_body_bytes: int = MAX_BODY_BYTES,
@@ -154,6 +170,7 @@ def install_error_handling(app: FastAPI, max_body_bytes: int = MAX_BODY_BYTES,
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException) -> JSONResponse:
+        code = HTTP_ERROR_CODES.get(error.status_code, "invalid_request")
         if error.status_code == 404:
             message = f"Invalid URL ({request.method} {request.url.path}): no such route"
         elif error.status_code == 405:
@@ -163,7 +180,7 @@ def install_error_handling(app: FastAPI, max_body_bytes: int = MAX_BODY_BYTES,
         else:  # e.g. FastAPI's 400 for a body it could not parse at all (JSON nested too deep)
             message = f"the request body could not be read ({error.detail}): is it JSON nested too deeply?"
         kind = "invalid_request_error" if error.status_code < 500 else "server_error"
-        return error_response_for(request, ApiError(error.status_code, message, type=kind,
+        return error_response_for(request, ApiError(error.status_code, message, code=code, type=kind,
                                                     headers=dict(error.headers or {}) or None))
 
     app.add_middleware(GuardMiddleware, max_body_bytes=max_body_bytes)
@@ -219,6 +236,8 @@ class GuardMiddleware:
         except BodyTooLarge:
             if not started:
                 await error_response(too_large, shape)(scope, receive, send)
+        except ClientDisconnect:  # the client left before its body was all sent: nobody to answer, nothing wrong
+            logger.info("client left mid-body on %s", scope.get("path"))
         except Exception as error:
             logger.exception("unhandled error on %s", scope.get("path"))
             if started:  # the status line is gone: nothing honest left to send

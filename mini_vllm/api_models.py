@@ -28,6 +28,12 @@ from mini_vllm.constraints import Constraint, json_object_constraint, schema_con
 
 NOT_SCRIPTABLE = "the toy model's replies are scripted"
 
+# What one request may ask for, so that no request can cost the server without bound (issue 26):
+MAX_STOPS = 4  # stop strings per request: OpenAI's limit ("up to 4 sequences")
+MAX_STOP_CHARS = 1000  # characters per stop string (this server's cap: every token is checked against each)
+MAX_MESSAGES = 10_000  # messages (or Responses input items) per request: validating them stays a few ms
+MAX_TOOLS = 128  # tools per request: OpenAI's limit
+
 
 def documented(schema: dict[str, Any]) -> WithJsonSchema:
     """What the OpenAPI document says a field accepts, where a validator below enforces it with a better
@@ -183,7 +189,9 @@ class SamplingFields(Strict):
     max_tokens: int | None = Field(None, ge=1, description="default: what is left of the context (vLLM's rule)")
     n: Annotated[int | None, nullable({"type": "integer", "const": 1}, 1)] = Field(1, description="only 1")
     stop: Annotated[str | list[str] | None, nullable({"anyOf": [
-        {"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string", "minLength": 1}}]})] = None
+        {"type": "string", "minLength": 1, "maxLength": MAX_STOP_CHARS},
+        {"type": "array", "maxItems": MAX_STOPS,
+         "items": {"type": "string", "minLength": 1, "maxLength": MAX_STOP_CHARS}}]})] = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     # Checked, no effect: a scripted model does not sample.
@@ -212,6 +220,11 @@ class SamplingFields(Strict):
     def no_empty_stop(cls, value: str | list[str] | None) -> str | list[str] | None:
         if value == "" or (isinstance(value, list) and "" in value):
             raise ValueError("stop strings must not be empty (an empty stop would match at once)")
+        if isinstance(value, list) and len(value) > MAX_STOPS:
+            raise ValueError(f"at most {MAX_STOPS} stop strings are allowed, got {len(value)}")
+        longest = max(map(len, [value] if isinstance(value, str) else value or [""]))
+        if longest > MAX_STOP_CHARS:
+            raise ValueError(f"a stop string may be at most {MAX_STOP_CHARS:,} characters long, got {longest:,}")
         return value
 
     @field_validator("logit_bias")
@@ -232,9 +245,9 @@ class SamplingFields(Strict):
 class ChatCompletionRequest(SamplingFields):
     """POST /v1/chat/completions."""
 
-    messages: Annotated[list[ChatMessage], Field(json_schema_extra={"minItems": 1})]
+    messages: Annotated[list[ChatMessage], Field(max_length=MAX_MESSAGES, json_schema_extra={"minItems": 1})]
     max_completion_tokens: int | None = Field(None, ge=1)
-    tools: list[ToolDefinition] | None = None
+    tools: Annotated[list[ToolDefinition], Field(max_length=MAX_TOOLS)] | None = None
     # "required" and a named function force a call: the reply is constrained to the tool's parameters (lab-08).
     # The OpenAPI document lists only the unconstrained values: a fuzzer (schemathesis) then explores the
     # rest of the API instead of compiling random grammars; tests/test_server_structured.py covers these.

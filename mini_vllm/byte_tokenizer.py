@@ -21,6 +21,7 @@ class ByteTokenizer:
         self._special_id = {text: token_id for token_id, text in self._special_text.items()}
         # Every token's bytes, built once: streaming asks for them once per token.
         self._token_bytes = [bytes((b,)) for b in range(256)] + [t.encode("utf-8") for t in SPECIAL_TOKENS]
+        self.sandbox_family = "byte"  # the grading sandbox rebuilds it by this name instead of calling back
 
     @property
     def vocab_size(self) -> int:

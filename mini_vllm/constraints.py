@@ -11,7 +11,8 @@ Two rules a client can rely on:
   the promise of ``strict``, the server refuses the pair with a 400 naming ``stop``.
 - **A forced tool call is the whole reply**: ``<tool_call>``, the call's JSON with the
   tool's ``parameters`` as its arguments, ``</tool_call>``, then the end. A thought (when
-  thinking is on) comes first and is free; the grammar starts after ``</think>``.
+  thinking is on) comes first and is free; the grammar starts after ``</think>``, or at
+  ``<tool_call>`` when the model begins its call without closing the thought (lab-06's rule).
 """
 
 from __future__ import annotations
@@ -76,8 +77,3 @@ def refuse_stop(constraint: Constraint | None, stop: Sequence[str], param: str =
         raise ApiError(400, f"stop strings cannot be combined with a {constraint.source}: a stop string would cut "
                        "the constrained reply, which would then no longer match its grammar", param=param)
 
-
-def refuse_thinking(constraint: Constraint | None, thinking: bool, param: str) -> None:
-    if constraint is not None and constraint.source == "tool_call" and thinking:
-        raise ApiError(400, "a forced tool call with thinking on is not supported: a thought may end at "
-                       "<tool_call> (lab-06), and the course's sampler ends it at </think> only", param=param)

@@ -27,16 +27,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
 from mini_vllm.api_errors import ApiError
-from mini_vllm.api_models import Strict, refuse
+from mini_vllm.api_models import MAX_MESSAGES, MAX_STOP_CHARS, MAX_TOOLS, Strict, refuse
 from mini_vllm.constraints import (
     Constraint,
     json_object_constraint,
     refuse_stop,
-    refuse_thinking,
     schema_constraint,
     tool_call_constraint,
 )
-from mini_vllm.protocol import GenerationRequest, check_unicode
+from mini_vllm.protocol import GenerationRequest, check_unicode, orphan_result
 
 # ----------------------------------------------------------------- OpenAI Responses
 
@@ -103,6 +102,28 @@ class ResponsesFunctionTool(Strict):
     strict: bool | None = None
 
 
+class TextConfig(Strict):
+    """The Responses API's ``text``: the reply's format (text, or JSON held to a grammar: lab-08) and verbosity
+    (checked, no effect)."""
+
+    format: dict[str, Any] | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+    @field_validator("format", mode="before")
+    @classmethod
+    def known_format(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        if not isinstance(value, dict) or not isinstance(value.get("type", "text"), str):
+            raise ValueError("must be an object naming its type, such as {\"type\": \"text\"}")
+        kind = value.get("type", "text")
+        if kind not in ("text", "json_object", "json_schema"):
+            raise refuse(f"text.format {kind!r}", "send text, json_object or json_schema")
+        if kind == "json_schema" and not isinstance(value.get("schema"), dict):
+            raise ValueError("text.format json_schema needs `schema`, a JSON Schema object")
+        return value
+
+
 class Reasoning(Strict):
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
@@ -112,9 +133,9 @@ class ResponsesRequest(Strict):
     """POST /v1/responses."""
 
     model: str
-    input: str | list[InputItem]
+    input: str | Annotated[list[InputItem], Field(max_length=MAX_MESSAGES)]
     instructions: str | None = None
-    tools: list[ResponsesFunctionTool] | None = None
+    tools: Annotated[list[ResponsesFunctionTool], Field(max_length=MAX_TOOLS)] | None = None
     tool_choice: Literal["none", "auto"] | None = None
     parallel_tool_calls: bool | None = None
     max_output_tokens: int | None = Field(None, ge=1)
@@ -128,7 +149,7 @@ class ResponsesRequest(Strict):
     store: bool | None = None
     truncation: Literal["auto", "disabled"] | None = None
     user: str | None = None
-    text: dict[str, Any] | None = None
+    text: TextConfig | None = None
     prompt_cache_key: str | None = None
     # Refused whenever present: nothing is stored between requests.
     previous_response_id: str | None = None
@@ -148,20 +169,9 @@ class ResponsesRequest(Strict):
             raise refuse("a stored conversation", "nothing is stored between requests; send the whole input")
         return value
 
-    @field_validator("text")
-    @classmethod
-    def text_format(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        fmt = (value or {}).get("format") or {}
-        kind = fmt.get("type", "text")
-        if kind not in ("text", "json_object", "json_schema"):
-            raise refuse(f"text.format {kind!r}", "send text, json_object or json_schema")
-        if kind == "json_schema" and not isinstance(fmt.get("schema"), dict):
-            raise ValueError("text.format json_schema needs `schema`, a JSON Schema object")
-        return value
-
     def constraint(self) -> Constraint | None:
         """``text.format``'s grammar (lab-08), or None for plain text."""
-        fmt = (self.text or {}).get("format") or {}
+        fmt = (self.text.format if self.text else None) or {}
         if fmt.get("type") == "json_object":
             return json_object_constraint("text.format json_object")
         if fmt.get("type") == "json_schema":
@@ -192,20 +202,25 @@ def from_responses(body: ResponsesRequest) -> GenerationRequest:
     parts = [_turn("system", check_unicode(body.instructions, "instructions"))] if body.instructions else []
     user_message = ""
     items = [MessageItem(role="user", content=body.input)] if isinstance(body.input, str) else body.input
+    calls_made: set[str] = set()
     for i, item in enumerate(items):
         if isinstance(item, MessageItem):
             text = check_unicode(_text(item.content), f"input[{i}].content")
             parts.append(_turn("system" if item.role == "developer" else item.role, text))
             user_message = text if item.role == "user" else user_message
         elif isinstance(item, FunctionCallItem):
+            calls_made.add(item.call_id)
             parts.append(_turn("assistant", check_unicode(_call_text(item.name, item.arguments), f"input[{i}]")))
         elif isinstance(item, FunctionCallOutputItem):
+            if item.call_id not in calls_made:
+                raise orphan_result(f"input[{i}].call_id", item.call_id,
+                                    "a function_call_output must answer a function_call item earlier in the input")
             parts.append(_turn("tool", check_unicode(_text(item.output), f"input[{i}].output")))
     parse_calls = bool(body.tools) and body.tool_choice != "none"
     return GenerationRequest("chat", "".join(parts) + _opening(thinking), user_message, bool(body.stream), False,
                              max_tokens=body.max_output_tokens, enable_thinking=thinking,
                              parse_tool_calls=parse_calls, parallel_tool_calls=body.parallel_tool_calls is not False,
-                             constraint=body.constraint())
+                             constraint=body.constraint(), prompt_field="input", max_tokens_field="max_output_tokens")
 
 
 # ----------------------------------------------------------------- Anthropic Messages
@@ -270,16 +285,20 @@ class Thinking(Strict):
     budget_tokens: int | None = Field(None, ge=1)
 
 
+MAX_STOP_SEQUENCES = 16  # Anthropic documents no cap; this server's own bound on per-token stop checks
+
+
 class MessagesRequest(Strict):
     """POST /v1/messages."""
 
     model: str
     max_tokens: int = Field(ge=1)  # required, as Anthropic requires it
-    messages: list[AnthropicMessage]
+    messages: Annotated[list[AnthropicMessage], Field(max_length=MAX_MESSAGES)]
     system: str | list[TextBlock] | None = None
-    stop_sequences: list[str] | None = None
+    stop_sequences: Annotated[list[Annotated[str, Field(max_length=MAX_STOP_CHARS)]],
+                              Field(max_length=MAX_STOP_SEQUENCES)] | None = None
     stream: bool | None = False
-    tools: list[AnthropicTool] | None = None
+    tools: Annotated[list[AnthropicTool], Field(max_length=MAX_TOOLS)] | None = None
     tool_choice: AnthropicToolChoice | None = None
     thinking: Thinking | None = None  # "enabled": the template opens the thought, and it is sent as thinking blocks
     # Checked, no effect.
@@ -327,8 +346,11 @@ def from_messages(body: MessagesRequest) -> GenerationRequest:
     system = body.system if isinstance(body.system, str) or body.system is None else _text_of(body.system)
     parts = [_turn("system", check_unicode(system, "system"))] if system else []
     user_message = ""
+    calls_before: set[str] = set()  # the tool_use ids of the message before this one (a result answers one of them)
     for i, message in enumerate(body.messages):
         blocks = [TextBlock(type="text", text=message.content)] if isinstance(message.content, str) else message.content
+        check_results(blocks, calls_before, i)
+        calls_before = {block.id for block in blocks if isinstance(block, ToolUseBlock)}
         said = ""
         for j, block in enumerate(blocks):
             where = f"messages[{i}].content[{j}]"
@@ -347,10 +369,17 @@ def from_messages(body: MessagesRequest) -> GenerationRequest:
     stop = tuple(check_unicode(s, f"stop_sequences[{i}]") for i, s in enumerate(body.stop_sequences or ()))
     constraint = body.constraint()
     refuse_stop(constraint, stop, "stop_sequences")
-    refuse_thinking(constraint, body.thinking_enabled, "tool_choice")
     return GenerationRequest("chat", "".join(parts) + _opening(body.thinking_enabled), user_message,
                              bool(body.stream), False, stop, body.max_tokens, enable_thinking=body.thinking_enabled,
                              parse_tool_calls=parse_calls, parallel_tool_calls=not one_call, constraint=constraint)
+
+
+def check_results(blocks: list[Any], calls_before: set[str], i: int) -> None:
+    """Anthropic's rule: each tool_result block answers a tool_use block of the message just before it."""
+    for j, block in enumerate(blocks):
+        if isinstance(block, ToolResultBlock) and block.tool_use_id not in calls_before:
+            raise orphan_result(f"messages[{i}].content[{j}].tool_use_id", block.tool_use_id,
+                                "each tool_result block must answer a tool_use block in the previous message")
 
 
 def _text_of(blocks: list[TextBlock]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from mini_vllm.bpe_tokenizer import BPETokenizer
@@ -33,8 +34,17 @@ _LOADERS: dict[str, Callable[[], Tokenizer]] = {
 TOKENIZER_FAMILIES: tuple[str, ...] = tuple(_LOADERS)
 
 
+@functools.cache
+def load_tokenizer_cached(name: str) -> Tokenizer:
+    """One shared tokenizer per family in this process (the grading child rebuilds tokenizers by name)."""
+    return load_tokenizer(name)
+
+
 def load_tokenizer(name: str) -> Tokenizer:
     """The tokenizer of family ``name``: ``"byte"``, ``"bpe"``, ``"spm"``, or a real ``"mistral"``, ``"tekken"``."""
     if name not in _LOADERS:
         raise ValueError(f"unknown tokenizer {name!r}: choose one of {', '.join(TOKENIZER_FAMILIES)}")
-    return _LOADERS[name]()
+    tokenizer = _LOADERS[name]()
+    if name in ("mistral", "tekken"):
+        tokenizer.sandbox_family = name  # type: ignore[attr-defined]
+    return tokenizer

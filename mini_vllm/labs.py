@@ -23,6 +23,7 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LABS_DIR = REPO_ROOT / "phase-16-serving-apis-and-parsers" / "labs"
@@ -31,7 +32,7 @@ DEFAULT_IMPL = "solution"
 # then the typed event streams the server speaks to agents, then the sampler's side of the same seam.
 RECOMMENDED_ORDER = ("03", "04", "05", "06", "01", "02", "07", "08")
 
-_loaded: dict[Path, ModuleType] = {}
+_loaded: dict[Path, Any] = {}
 
 
 def lab_dir(lab: str) -> Path:
@@ -82,8 +83,32 @@ def impl_path(lab: str, impl: str | None = None) -> Path:
     return path
 
 
-def load_lab(lab: str, impl: str | None = None) -> ModuleType:
-    """Import and return the implementation module of ``lab`` (cached per file)."""
+def sandboxed(lab: str, impl: str | None = None) -> bool:
+    """Whether ``load_lab(lab, impl)`` runs the code in the grading sandbox rather than in this process.
+
+    ``LAB_SANDBOX=1`` (every graded run: ``make grade``, ``make lab-03`` and the other labs, the autograder) sandboxes
+    the implementation the environment chose, the reference included; ``auto`` (the test suite's
+    default) sandboxes every choice but the reference; unset or ``0`` (notebooks, the server, the
+    benchmarks) runs everything here. An explicit ``impl`` (a test asking for the reference to
+    build its expected values) is the caller's own choice and always runs here.
+    """
+    if impl is not None:
+        return False
+    mode = os.environ.get("LAB_SANDBOX", "0").strip()
+    if mode == "1":
+        return True
+    return mode == "auto" and chosen_impl(lab) != DEFAULT_IMPL
+
+
+def load_lab(lab: str, impl: str | None = None) -> Any:
+    """Import and return the implementation module of ``lab`` (cached per file).
+
+    In a graded run (:func:`sandboxed`) the module is imported in a sandboxed child process
+    instead, and what comes back is a :class:`mini_vllm.sandbox.remote.RemoteLab` with the same
+    names: the tests cannot tell, and the submission cannot reach them.
+    """
+    if sandboxed(lab, impl):
+        return _remote_lab(lab)
     path = impl_path(lab, impl)
     module = _loaded.get(path)
     if module is None:
@@ -104,18 +129,80 @@ def load_lab(lab: str, impl: str | None = None) -> ModuleType:
     return module
 
 
+def _remote_lab(lab: str) -> Any:
+    from mini_vllm.sandbox.remote import missing_lab, open_lab
+
+    number = lab_number(lab)
+    try:
+        path = impl_path(lab)
+    except FileNotFoundError as missing:
+        return missing_lab(number, str(missing))
+    key = Path(f"sandbox:{number}:{path}")
+    remote = _loaded.get(key)
+    if remote is None:
+        remote = _loaded[key] = open_lab(number, path, _chosen_file, all_lab_numbers(), _reference_file)
+    return remote
+
+
+def all_lab_numbers() -> list[str]:
+    return sorted(lab_number(p.name) for p in LABS_DIR.glob("lab-[0-9][0-9]-*") if p.is_dir())
+
+
+def _chosen_file(number: str) -> Path | None:
+    try:
+        return impl_path(number)
+    except (FileNotFoundError, LookupError):
+        return None
+
+
+def _reference_file(number: str) -> Path | None:
+    try:
+        return impl_path(number, DEFAULT_IMPL)
+    except (FileNotFoundError, LookupError):
+        return None
+
+
+def forget_sandboxes() -> None:
+    """Stop every grading child and forget its lab, so the next ``load_lab`` starts afresh."""
+    from mini_vllm.sandbox.remote import stop_all
+
+    stop_all()
+    for key in [k for k in _loaded if str(k).startswith("sandbox:")]:
+        del _loaded[key]
+
+
 def lab_of_path(path: str | os.PathLike[str]) -> str | None:
     """``"lab-03"`` for any path or pytest node id inside a lab folder, else None."""
     match = re.search(r"(?:^|[/\\])(lab-\d\d)-[\w-]+[/\\]", str(path))
     return match.group(1) if match else None
 
 
+# Labs whose tests run other labs' code through this loader: lab-02's pipeline composes these stages.
+# (lab-07 formats recorded reference streams, so it composes nothing at run time.)
+COMPOSED_STAGES = {"02": ("01", "03", "04", "05", "06")}
+
+
 def graded_footer(labs: list[str]) -> str:
-    """The last line of a test run over ``labs``: whose code was graded, even under ``-q``."""
+    """The last line of a test run over ``labs``: whose code was graded, even under ``-q``; and for a lab
+    that composes others, whose stages it ran over (the student's own labs, unless the reference's)."""
     choices = {lab: chosen_impl(lab) for lab in labs}
     if len(set(choices.values())) == 1:
-        return "graded: " + _whose(next(iter(choices.values())))
-    return "graded: " + "; ".join(f"{lab} {_whose(impl)}" for lab, impl in choices.items())
+        line = "graded: " + _whose(next(iter(choices.values())))
+    else:
+        line = "graded: " + "; ".join(f"{lab} {_whose(impl)}" for lab, impl in choices.items())
+    for lab in labs:
+        stages = COMPOSED_STAGES.get(lab_number(lab))
+        if stages is None:
+            continue
+        if os.environ.get("LAB_COMPOSE") == "reference":
+            line += f" (lab-{lab_number(lab)} ran over the reference labs {', '.join(stages)})"
+        else:
+            used = sorted({_whose(chosen_impl(stage)).split(" ")[0] for stage in stages})
+            line += f" (lab-{lab_number(lab)} ran over labs {', '.join(stages)}: {', '.join(used)}"
+            if default_impl() != DEFAULT_IMPL:  # no reference formatter here: the pipeline's chunks are the student's
+                line += "; its tasks 1, 2, 4 sent through your ChunkFormatter"
+            line += ")"
+    return line
 
 
 def _whose(impl: str) -> str:

@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 
 from mini_vllm.api_errors import ApiError
-from mini_vllm.api_models import AssistantMessage, ChatCompletionRequest, CompletionRequest, message_text
-from mini_vllm.constraints import Constraint, refuse_stop, refuse_thinking
+from mini_vllm.api_models import AssistantMessage, ChatCompletionRequest, CompletionRequest, ToolMessage, message_text
+from mini_vllm.constraints import Constraint, refuse_stop
 from mini_vllm.sampling import InvalidRequest, SamplingParams
 
 __all__ = ["ApiError", "GenerationRequest", "check_model", "context_exceeded", "from_chat", "from_completion"]
@@ -38,35 +38,38 @@ class GenerationRequest:
     parse_tool_calls: bool = False  # tools were offered and tool_choice is not "none"
     parallel_tool_calls: bool = True  # false: at most one call is sent
     constraint: Constraint | None = None  # a grammar the reply must match (lab-08): response_format, a forced call
+    prompt_field: str = "messages"  # the request fields an error about the prompt's or the reply's length names
+    max_tokens_field: str = "max_tokens"
 
     def sampling_params(self, prompt_tokens: int, max_model_len: int) -> SamplingParams:
         """The engine's parameters once the prompt's length is known (vLLM's rule for the default)."""
         room = max_model_len - prompt_tokens
         if room < 1:
-            raise context_exceeded(prompt_tokens, max_model_len)
+            raise context_exceeded(prompt_tokens, max_model_len, param=self.prompt_field)
         if self.max_tokens is not None and self.max_tokens > room:
-            raise context_exceeded(prompt_tokens, max_model_len, self.max_tokens)
+            raise context_exceeded(prompt_tokens, max_model_len, self.max_tokens, param=self.max_tokens_field)
         try:
             return SamplingParams(max_tokens=self.max_tokens or room, stop=self.stop,
                                   include_stop_str_in_output=self.include_stop_str_in_output,
                                   skip_special_tokens=self.skip_special_tokens)
         except InvalidRequest as error:  # the models check the same rules first; kept as the engine's own guard
-            raise ApiError(400, str(error), param=error.param) from error
+            raise ApiError(400, str(error), param=error.param, code="invalid_value") from error
 
 
 def context_exceeded(prompt_tokens: int, max_model_len: int, max_tokens: int | None = None,
-                     at_least: bool = False) -> ApiError:
-    """A request that can never fit: a 400 (retrying cannot help), with OpenAI's code."""
+                     at_least: bool = False, param: str | None = None) -> ApiError:
+    """A request that can never fit: a 400 (retrying cannot help), with OpenAI's code. ``param``: the field
+    to name (default: Chat Completions' ``messages``, or ``max_tokens`` when the reply is what does not fit)."""
     if max_tokens is None:
         size = f"at least {prompt_tokens}" if at_least else f"{prompt_tokens}"
         message = (f"This model's maximum context length is {max_model_len} tokens, and the prompt alone is "
                    f"{size} tokens (at least one more is needed for the reply). Shorten the prompt.")
-        param = "messages"
+        param = param or "messages"
     else:
+        param = param or "max_tokens"
         message = (f"This model's maximum context length is {max_model_len} tokens. However, you requested "
                    f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the prompt, {max_tokens} for the "
-                   f"completion). Reduce the prompt or max_tokens.")
-        param = "max_tokens"
+                   f"completion). Reduce the prompt or {param}.")
     return ApiError(400, message, param=param, code="context_length_exceeded")
 
 
@@ -102,11 +105,11 @@ def from_chat(body: ChatCompletionRequest) -> GenerationRequest:
     options = body.stream_options
     constraint, stop = body.constraint(), _stop(body)
     refuse_stop(constraint, stop)
-    refuse_thinking(constraint, enable_thinking, "tool_choice")
     return GenerationRequest(
         "chat", prompt, user_message, bool(body.stream), bool(options and options.include_usage), stop,
         body.completion_limit(), body.include_stop_str_in_output, body.skip_special_tokens, body.include_reasoning,
-        enable_thinking, body.parses_tool_calls(), body.parallel_tool_calls is not False, constraint)
+        enable_thinking, body.parses_tool_calls(), body.parallel_tool_calls is not False, constraint,
+        max_tokens_field="max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens")
 
 
 def from_completion(body: CompletionRequest) -> GenerationRequest:
@@ -114,7 +117,13 @@ def from_completion(body: CompletionRequest) -> GenerationRequest:
     options = body.stream_options
     return GenerationRequest("completion", prompt, prompt, bool(body.stream), bool(options and options.include_usage),
                              _stop(body), body.completion_limit(), body.include_stop_str_in_output,
-                             body.skip_special_tokens)
+                             body.skip_special_tokens, prompt_field="prompt")
+
+
+def orphan_result(param: str, call_id: str, rule: str) -> ApiError:
+    """A tool's result that answers no call the conversation made: a 400, as the real APIs answer it."""
+    return ApiError(400, f"{param}: no tool call with id {call_id!r} came before this result ({rule})",
+                    param=param, code="invalid_value")
 
 
 def chat_prompt(body: ChatCompletionRequest, enable_thinking: bool = False) -> tuple[str, str]:
@@ -126,8 +135,14 @@ def chat_prompt(body: ChatCompletionRequest, enable_thinking: bool = False) -> t
     Returns the prompt and the last user message (what the toy model keys its reply on).
     """
     parts, user_message = [], ""
+    calls_made: set[str] = set()  # the ids of the calls the assistant made so far: a tool message answers one
     for i, message in enumerate(body.messages):
         content = check_unicode(message_text(message.content), f"messages[{i}].content")
+        if isinstance(message, AssistantMessage):
+            calls_made.update(call.id for call in message.tool_calls or ())
+        elif isinstance(message, ToolMessage) and message.tool_call_id not in calls_made:
+            raise orphan_result(f"messages[{i}].tool_call_id", message.tool_call_id,
+                                "a message with role 'tool' must answer a tool call of an earlier assistant message")
         if isinstance(message, AssistantMessage):
             for call in message.tool_calls or ():
                 check_unicode(call.function.arguments, f"messages[{i}].tool_calls")

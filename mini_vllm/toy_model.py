@@ -166,18 +166,23 @@ class ToyModel:
             return reply[len(THINK_OPEN + "\n") :]  # the template wrote "<think>\n" already
         return EMPTY_THOUGHT.lstrip("\n") + THINK_CLOSE + "\n\n" + reply
 
-    def scores(self, user_message: str, output_ids: Sequence[int]) -> list[float]:
+    def scores(self, user_message: str, output_ids: Sequence[int], opened_thought: bool = False) -> list[float]:
         """Scoring mode: one score per token id for the next token after ``output_ids``.
 
         Seeded noise (the seed and the step) plus :data:`SCRIPT_BONUS` for every token whose
         bytes continue the scripted reply from where the output stands in it, a little more
         for longer ones; EOS gets the bonus once the script is done. Special tokens never get
-        it. Deterministic: the same arguments give the same scores.
+        it. ``opened_thought``: the chat template already wrote ``<think>\n``, so the script
+        goes on from inside the thought (as :meth:`reply_text` does). Deterministic: the same
+        arguments give the same scores.
         """
         tokenizer = self.tokenizer
         special = set(tokenizer.all_special_ids)
         output = b"".join(tokenizer.decode_single_token_bytes(i) for i in output_ids if i not in special)
-        script = scored_script(user_message, self.seed).encode("utf-8")
+        text = scored_script(user_message, self.seed)
+        if opened_thought and text.startswith(THINK_OPEN + "\n"):
+            text = text[len(THINK_OPEN + "\n"):]
+        script = text.encode("utf-8")
         rng = random.Random(f"scores:{self.seed}:{len(output_ids)}:{user_message}")
         scores = [rng.random() * NOISE for _ in range(tokenizer.vocab_size)]
         at = place_in_script(script, output)

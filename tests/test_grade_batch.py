@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from instructor.autograder import batch
+from instructor.autograder import batch, local
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 from mini_vllm.testing.gradescope import validate
 from mini_vllm.testing.policy import load_policy
@@ -100,10 +100,14 @@ def test_a_syntax_error_costs_its_lab_and_says_so(graded: tuple[Path, dict[str, 
 
 
 def test_a_crashed_run_gets_a_row_that_says_so(tmp_path: Path) -> None:
-    template = batch.prepare_template(tmp_path)
-    copy_of_course(tmp_path / "slow")
-    outcome = batch.grade_one("slow", tmp_path / "slow", template, tmp_path, tmp_path / "out", timeout=0.5,
-                              labs="03")
+    work = local.scratch_dir("test-batch-")
+    try:
+        template = batch.prepare_template(work)
+        copy_of_course(tmp_path / "slow")
+        outcome = batch.grade_one("slow", tmp_path / "slow", template, work, tmp_path / "out", timeout=0.5,
+                                  labs="03")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     assert outcome.status == "crashed: grading did not finish within 0.5 s" and outcome.results is None
     batch.write_csv([outcome], tmp_path / "scores.csv")
     with (tmp_path / "scores.csv").open(encoding="utf-8") as handle:

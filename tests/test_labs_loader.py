@@ -26,13 +26,26 @@ def test_a_path_can_be_loaded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     submission = tmp_path / "mine.py"
     submission.write_text("ANSWER = 42\n")
     monkeypatch.setenv("LAB_IMPL_03", str(submission))
+    monkeypatch.setenv("LAB_SANDBOX", "0")  # loaded here, as the notebooks and the server load it
     assert labs.load_lab("lab-03").ANSWER == 42
 
 
 def test_missing_implementation_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAB_IMPL", "submission")
+    monkeypatch.setenv("LAB_SANDBOX", "0")
     with pytest.raises(FileNotFoundError, match="LAB_IMPL='submission'"):
         labs.load_lab("lab-03")
+
+
+def test_missing_implementation_costs_that_lab_in_a_graded_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Graded, a missing file is no collection error: each of the lab's tests fails saying what was looked for."""
+    from mini_vllm.sandbox.remote import LabDoesNotImport
+
+    monkeypatch.setenv("LAB_IMPL", "submission")
+    monkeypatch.setenv("LAB_SANDBOX", "1")
+    lab = labs.load_lab("lab-03")
+    with pytest.raises(LabDoesNotImport, match="lab-03 has no file to grade: LAB_IMPL='submission'"):
+        lab.StreamingDetokenizer(None)
 
 
 @pytest.mark.parametrize("bad", ["3", "lab3", "lab-99", "../etc"])

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from instructor.release import WINDOW, build, forbidden, leaks
+from instructor.release import WINDOW, build, forbidden, leaks, ships
 from mini_vllm.labs import LABS_DIR
 
 pytestmark = pytest.mark.xdist_group("release")
@@ -68,7 +69,9 @@ def test_release_is_one_commit_with_everything_committed(release: Path) -> None:
 
 def test_release_grades_blank_starters_as_a_clean_zero(release: Path) -> None:
     """The student's `make grade`: every lab collected and scored 0, each test failing on its stub, lab-02 and
-    lab-07 included (they run on recorded data and the student's own labs, not on a reference)."""
+    lab-07 included (they run on recorded data and the student's own labs, not on a reference). The recorded
+    data is read before any stub is called, so a recording missing from the release fails here too; that it
+    grades a correct lab in full is what the instructor's own runs of lab-02 and lab-07 on it show."""
     done = subprocess.run(["make", "grade", f"VENV={VENV}", "-o", f"{VENV}/.installed"], cwd=release,
                           env=student_env(), capture_output=True, text=True, timeout=600)
     output = done.stdout + done.stderr
@@ -103,3 +106,29 @@ def test_release_runs_the_students_code_by_default(release: Path) -> None:
     where, chosen = done.stdout.split()
     assert Path(where).is_relative_to(release) and chosen == "starter", (
         f"the release's own loader ({where}) must default to the starter, got {chosen!r}")
+
+
+def test_every_command_the_release_documents_is_one_of_its_make_targets(release: Path, tmp_path: Path) -> None:
+    """The instructor's printed-commands check, run over the release: its READMEs, notebooks and messages name
+    only targets its own Makefile has (no make test, make mutants, make fixtures ...)."""
+    checker = Path(__file__).with_name("test_commands.py")
+    copy = tmp_path / "course"
+    shutil.copytree(release, copy, ignore=shutil.ignore_patterns("build", "results.json", "__pycache__"))
+    shutil.copy(checker, copy / "tests" / checker.name)
+    done = subprocess.run([sys.executable, "-m", "pytest", f"tests/{checker.name}", "-q", "-p", "no:xdist",
+                           "-k", "canonical"], cwd=copy, env=student_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"commands in the release that it cannot run:\n{done.stdout[-2500:]}"
+
+
+LAB = "phase-16-serving-apis-and-parsers/labs/lab-03-streaming-detokenizer"
+
+
+@pytest.mark.parametrize(("path", "shipped"), [
+    (f"{LAB}/starter.py", True), (f"{LAB}/test_lab.py", True), (f"{LAB}/README.md", True),
+    (f"{LAB}/solution.py", False), (f"{LAB}/submission.py", False),  # a student's file dropped in to grade
+    ("instructor/release.py", False), ("instructor/wrong_variants/lab_03/no_hold_back.py", False),
+    ("bench/bench_lab05.py", False), ("tests/test_server.py", False), ("tests/test_starter_api.py", True),
+    ("mini_vllm/testing/fixtures/api.json", True), ("TEACHING.md", False), (".ci/run", False),
+], ids=lambda value: str(value).replace(LAB, "lab-03"))  # (a lab folder in an id would look like a lab run)
+def test_what_ships(path: str, shipped: bool) -> None:
+    assert ships(path) == shipped, f"{path} {'must' if shipped else 'must not'} ship"

@@ -194,3 +194,23 @@ def wait_until(condition: Callable[[], object], what: str, seconds: float = 20) 
     while not condition():
         assert time.monotonic() < deadline, f"gave up waiting: {what}"
         time.sleep(0.005)
+
+
+def test_the_server_modules_import_one_way() -> None:
+    """No circle: the app imports the routes, the routes the runner, never the other way (issue 26).
+    Each module of ``mini_vllm/server/`` may import only the ones below it in this list."""
+    import ast
+    from pathlib import Path
+
+    import mini_vllm.server
+
+    order = ["bodies", "structured", "runner", "events", "chat", "responses", "messages", "app"]
+    folder = Path(mini_vllm.server.__file__).parent
+    assert sorted(order) == sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__"), (
+        "a new module in mini_vllm/server/: give it its place in this order")
+    for name in order:
+        tree = ast.parse((folder / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {node.module.rsplit(".", 1)[-1] for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mini_vllm.server.")}
+        above = imported & set(order[order.index(name):])
+        assert not above, f"mini_vllm/server/{name}.py imports {sorted(above)}, which come after it: a circle"

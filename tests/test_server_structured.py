@@ -197,3 +197,35 @@ def test_without_the_mask_the_same_request_is_not_json(servers: dict[tuple[str, 
         model=MODEL_NAME, messages=[{"role": "user", "content": ASK_JSON}])
     with pytest.raises(json.JSONDecodeError):
         json.loads(reply.choices[0].message.content or "")
+
+
+@pytest.mark.parametrize("family", ["mistral", "tekken"])
+def test_real_vocabularies_parse_too(family: str) -> None:
+    """Mistral 7B's 32,000 pieces and Tekken's 131,072 tokens: the first request waits for the index (seconds)."""
+    with BackgroundServer(build_engine(family, tokens_per_step=4), pipeline=SOLUTION) as server:
+        reply = openai_client(server).chat.completions.parse(
+            model=MODEL_NAME, messages=[{"role": "user", "content": ASK_JSON}], response_format=Weather)
+    assert isinstance(reply.choices[0].message.parsed, Weather), reply.choices[0].message.content
+
+
+def test_thinking_then_a_forced_call(servers: dict[tuple[str, int, int], BackgroundServer]) -> None:
+    """The model opens its call without </think>: the thought ends there (lab-06), and the call is masked."""
+    server = servers[("bpe", 3, 0)]
+    reply = openai_client(server).chat.completions.create(
+        model=MODEL_NAME, messages=[{"role": "user", "content": "think then call the weather tool"}],
+        tools=CHAT_TOOLS, tool_choice="required",  # type: ignore[arg-type]
+        extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    message = reply.choices[0].message
+    assert "I should call the tool" in getattr(message, "reasoning", ""), message
+    calls = message.tool_calls or []
+    assert reply.choices[0].finish_reason == "tool_calls" and len(calls) == 1, reply
+    jsonschema.validate(json.loads(calls[0].function.arguments), WEATHER_TOOL_SCHEMA)  # type: ignore[union-attr]
+    client = anthropic.Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key="not-needed", max_retries=0,
+                                 timeout=120)
+    tools: Any = [{"name": "get_weather", "input_schema": WEATHER_TOOL_SCHEMA}]
+    message_ = client.messages.create(model=MODEL_NAME, max_tokens=400, tools=tools, tool_choice={"type": "any"},
+                                      thinking={"type": "enabled", "budget_tokens": 100},
+                                      messages=[{"role": "user", "content": "think then call the weather tool"}])
+    kinds = [b.type for b in message_.content]
+    assert kinds == ["thinking", "tool_use"] and message_.stop_reason == "tool_use", message_.content
+    jsonschema.validate(message_.content[1].input, WEATHER_TOOL_SCHEMA)  # type: ignore[union-attr]

@@ -20,16 +20,15 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from instructor.autograder import local
 from instructor.autograder.build import build
 from instructor.autograder.run import run_in_own_group
 from mini_vllm.labs import REPO_ROOT, lab_number
@@ -59,21 +58,9 @@ def students(submissions: Path) -> list[tuple[str, Path]]:
 
 
 def prepare_template(work: Path) -> Path:
-    """The autograder unpacked and set up once (its ``/autograder`` minus the submission), for copying per student."""
+    """The autograder built, unpacked and set up once in ``work`` (its ``/autograder`` minus a submission)."""
     template = work / "template"
-    zip_path = build(work / "autograder.zip")
-    (template / "source").mkdir(parents=True)
-    with zipfile.ZipFile(zip_path) as zipped:
-        for member in zipped.infolist():
-            zipped.extract(member, template / "source")
-            mode = member.external_attr >> 16
-            if mode:
-                (template / "source" / member.filename).chmod(mode & 0o777)
-    shutil.copy2(template / "source" / "run_autograder", template / "run_autograder")
-    env = {**os.environ, "AUTOGRADER_ROOT": str(template), "AUTOGRADER_EXISTING_VENV": sys.prefix}
-    setup = subprocess.run(["bash", str(template / "source" / "setup.sh")], env=env, capture_output=True, text=True)
-    if setup.returncode != 0:
-        raise SystemExit(f"grade-batch: the autograder's setup.sh failed:\n{setup.stdout}{setup.stderr}")
+    local.install(build(work / "autograder.zip"), template)
     return template
 
 
@@ -81,12 +68,13 @@ def grade_one(student: str, entry: Path, template: Path, work: Path, out: Path, 
               labs: str | None) -> Outcome:
     """Grade one student in a fresh root; runs in a worker process of the pool."""
     started = time.monotonic()
-    root = Path(tempfile.mkdtemp(prefix=f"{student}-", dir=work))
+    root = Path(tempfile.mkdtemp(prefix=f"{student}-", dir=work))  # a random name: not guessable by others
+    root.chmod(0o711)
     student_out = out / student
     shutil.rmtree(student_out, ignore_errors=True)
-    student_out.mkdir(parents=True)
+    student_out.mkdir(parents=True, mode=0o700)
     try:
-        shutil.copytree(template / "source", root / "source", symlinks=True)
+        shutil.copytree(template / "source", root / "source", symlinks=True)  # keeps setup.sh's permissions
         shutil.copy2(template / "run_autograder", root / "run_autograder")
         (root / "venv").symlink_to(os.readlink(template / "venv"))
         submission = root / "submission"
@@ -95,10 +83,8 @@ def grade_one(student: str, entry: Path, template: Path, work: Path, out: Path, 
         else:
             submission.mkdir()
             shutil.copy2(entry, submission / entry.name)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_", "AUTOGRADER_", "PYTEST_"))}
-        env["AUTOGRADER_ROOT"] = str(root)
-        if labs:
-            env["AUTOGRADER_LABS"] = labs
+        submission.chmod(0o700)
+        env = local.grading_env(root, labs)
         returncode, output = run_in_own_group([str(root / "run_autograder")], root, env, timeout)
         (student_out / "stdout.txt").write_text(output, encoding="utf-8")
         if returncode is None:
@@ -175,13 +161,15 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"grade-batch: no student folder or .zip in {args.submissions}")
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="grade-batch-") as scratch:
-        work = Path(scratch)
+    work = local.scratch_dir("grade-batch-")
+    try:
         template = prepare_template(work)
         with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             futures = [pool.submit(grade_one, name, entry.resolve(), template, work, args.out, args.timeout,
                                    args.labs) for name, entry in class_list]
             outcomes = [future.result() for future in futures]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     write_csv(outcomes, args.out / "scores.csv")
     for outcome in outcomes:
         score = outcome.results.get("score") if outcome.results and outcome.status == "graded" else "-"

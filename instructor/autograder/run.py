@@ -35,6 +35,7 @@ from typing import Any
 from instructor.autograder.submission import Found, locate, missing_lab_module
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 from mini_vllm.testing.gradescope import results_document, validate
+from mini_vllm.testing.policy import load_policy
 from mini_vllm.testing.provenance import sha256_of
 
 GRADED_PYTEST = ["-q", "-rN", "-p", "no:warnings", "-p", "no:xdist", "-m", "not control", "--assert=plain",
@@ -55,7 +56,8 @@ def selected_labs(found: list[Found]) -> list[Found]:
 def grading_env(files: dict[str, Path]) -> dict[str, str]:
     """The environment of the grading run: the student's files, sandboxed, over the reference stages."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_IMPL", "PYTEST_", "HYPOTHESIS_"))}
-    env.update({"LAB_SANDBOX": "1", "LAB_COMPOSE": "reference", "LAB_IMPL": "starter", "PYTHONPATH": str(REPO_ROOT)})
+    env.update({"LAB_SANDBOX": "1", "LAB_COMPOSE": "reference", "LAB_IMPL": "starter", "PYTHONPATH": str(REPO_ROOT),
+                "LAB_CALL_BUDGET_S": f"{load_policy().call_budget_s:g}"})  # grading.toml's, whatever the caller set
     env.update({f"LAB_IMPL_{lab[4:6]}": str(file) for lab, file in files.items()})
     return env
 
@@ -90,16 +92,15 @@ def grade(root: Path) -> dict[str, Any]:
     results_dir = root / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / "results.json").unlink(missing_ok=True)
+    # The grader's own folder: the copies of the student's files (the sandbox sends the child their text;
+    # it never reads them itself) and the grading run's results file. Root's only.
     staging = root / "grading"
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(mode=0o755)
-    private = staging / "private"  # the grading run's own results file: root's only
-    private.mkdir(mode=0o700)
+    staging.mkdir(mode=0o700)
     found = locate(root / "submission", staging)
     graded = selected_labs(found)
     files = {f.lab: f.file if f.file is not None else missing_lab_module(f, staging) for f in graded}
-    _readable_by_the_sandbox(staging, private)
-    raw_results = private / "results.json"
+    raw_results = staging / "results.json"
     command = [sys.executable, "-m", "pytest", *(str(LABS_DIR / f.lab) for f in graded), *GRADED_PYTEST,
                "--grade", str(raw_results)]
     timeout = float(os.environ.get("AUTOGRADER_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
@@ -129,13 +130,6 @@ def _plain_header(scorecard: str) -> str:
     """The scorecard's first line names every LAB_IMPL_NN path of the grader's: say it in the student's terms."""
     header = "Scorecard — your submission: each lab's starter.py (labs that compose others run over the reference)"
     return "\n".join(header if line.startswith("Scorecard — ") else line for line in scorecard.splitlines())
-
-
-def _readable_by_the_sandbox(staging: Path, private: Path) -> None:
-    """The sandboxed child (user nobody on Gradescope) reads the student's copied files, nothing else here."""
-    for path in staging.rglob("*"):
-        if private not in (path, *path.parents):
-            path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def run_in_own_group(command: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str]:

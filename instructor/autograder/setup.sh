@@ -12,15 +12,18 @@ ROOT="${AUTOGRADER_ROOT:-/autograder}"
 COURSE="$ROOT/source/course"
 VENV="$ROOT/venv"
 LOCK="$COURSE/requirements/lock.txt"
+cd "$COURSE"  # so `python -` below imports this autograder's course, not one in the caller's folder
 
 if [ -n "${AUTOGRADER_EXISTING_VENV:-}" ]; then
     echo "AUTOGRADER_EXISTING_VENV: installing nothing; using $AUTOGRADER_EXISTING_VENV if it satisfies the lock"
-    if [ -f "$LOCK" ]; then
-        "$AUTOGRADER_EXISTING_VENV/bin/python" "$COURSE/instructor/autograder/lockcheck.py" "$LOCK" || {
-            echo "setup.sh: $AUTOGRADER_EXISTING_VENV is not what the lock installs: run make install first"; exit 1; }
-    else
-        echo "AUTOGRADER_EXISTING_VENV: this autograder has no requirements/lock.txt, so there is nothing to check"
-    fi
+    # The course's own installed-version check (mini_vllm.reproducible), against this autograder's lock file.
+    PYTHONPATH="$COURSE" "$AUTOGRADER_EXISTING_VENV/bin/python" - <<'CHECK' || exit 1
+import sys
+from mini_vllm.reproducible import check_installed
+check = check_installed()
+print("AUTOGRADER_EXISTING_VENV: it holds the locked versions" if check.ok else check.message(graded=True))
+sys.exit(0 if check.ok else 1)
+CHECK
     ln -sfn "$AUTOGRADER_EXISTING_VENV" "$VENV"
 else
     export DEBIAN_FRONTEND=noninteractive
@@ -49,7 +52,8 @@ fi
 # Private to the grader (root): the lab folders (solutions, tests), the testing kit and its recorded
 # data, the instructor's code, the policy and the pytest configuration. The engine the student's code
 # imports (the rest of mini_vllm) and the virtual environment stay readable.
-chmod 711 "$ROOT/source" "$COURSE"
+# The course folder itself stays listable: Python finds a package by listing the folder it sits in.
+chmod 755 "$ROOT/source" "$COURSE"
 for private in phase-16-serving-apis-and-parsers mini_vllm/testing instructor conftest.py grading.toml \
         pyproject.toml build-info.json requirements; do
     if [ -e "$COURSE/$private" ]; then

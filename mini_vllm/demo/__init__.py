@@ -153,13 +153,14 @@ class ServerPerTokenizer:
         name = scope["path_params"]["tokenizer"]
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         try:
-            tokenizer = check_tokenizer(name)
             delay_s = check_delay_ms(query.get("delay_ms", [None])[-1])
+            if name not in self._apps:
+                # Off the event loop: Tekken's 131,072-entry vocabulary takes seconds to load (and the engine
+                # reads every token's bytes once), time every other stream would otherwise stand still.
+                self._apps[name] = await asyncio.to_thread(lambda: self._build(check_tokenizer(name)))
         except ApiError as error:
             await error_response(error)(scope, receive, send)
             return
-        if name not in self._apps:
-            self._apps[name] = self._build(tokenizer)
         reset = _request_delay_s.set(delay_s)
         try:
             await self._apps[name](scope, receive, send)
@@ -243,7 +244,8 @@ def add_demo_routes(app: FastAPI, pipeline: ModuleType | None = None, model_name
     async def token_bytes(tokenizer: str | None = None, script: str | None = None,
                           delay_ms: str | None = None, schema: str | None = None) -> Any:
         try:
-            events = token_bytes_events(check_tokenizer(tokenizer), check_script(script), check_delay_ms(delay_ms),
+            loaded = await asyncio.to_thread(check_tokenizer, tokenizer)  # off the loop: see ServerPerTokenizer
+            events = token_bytes_events(loaded, check_script(script), check_delay_ms(delay_ms),
                                         check_schema_key(schema))
         except ApiError as error:
             return error_response(error)

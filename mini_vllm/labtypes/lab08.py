@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 DEAD = -1  # a ByteAutomaton table entry: no string of the language continues with this byte
 THINKING, CONSTRAINED, DONE = "thinking", "constrained", "done"  # StructuredSampler.phase, in order
 THINK_END = b"</think>"  # the tag that ends a thought (lab-06's rule); the grammar starts after it
+# lab-06's implicit end: a call that begins without </think> ends the thought, and the tag is the call's start.
+TOOL_CALL_START = b"<tool_call>"
 
 
 @dataclass(frozen=True)

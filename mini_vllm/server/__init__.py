@@ -6,7 +6,8 @@ A request reads top to bottom, and imports run the same way:
 - ``chat``, ``responses``, ``messages``: one module per protocol's routes (Chat Completions and
   Completions; OpenAI's Responses API; Anthropic's Messages API);
 - ``runner``: what every route shares: prepare, admit, generate, collect or stream, abort on
-  disconnect, SSE framing, the labs' exceptions as API errors (``bodies`` reads the request body);
+  disconnect, SSE framing, the labs' exceptions as API errors (``bodies`` reads the request body,
+  ``events`` holds what the two typed-event protocols share, ``structured`` lab-08's grammars);
 - then ``mini_vllm.engine`` (token ids), lab-02's pipeline (text) and the protocol's formatter.
 """
 

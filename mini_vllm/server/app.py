@@ -41,6 +41,7 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
     if reasoning_field not in REASONING_FIELDS:
         raise ValueError(f"reasoning_field must be one of {REASONING_FIELDS}, got {reasoning_field!r}")
     lab = pipeline or load_lab("lab-02")
+    engine.max_token_bytes  # noqa: B018  read every token's bytes now, at start-up, not in the first request
     app = FastAPI(title="mini_vllm", version="0.1.0", description="An OpenAI-compatible server for a toy model")
     install_error_handling(app, max_body_bytes, shapes={"/v1/messages": anthropic_error_body})
     app.state.engine = engine

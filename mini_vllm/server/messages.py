@@ -18,15 +18,13 @@ from mini_vllm.engine import Engine
 from mini_vllm.event_models import AnthropicErrorResponse, MessageBody, MessagesRequest, from_messages
 from mini_vllm.protocol import check_model
 from mini_vllm.server.bodies import body_doc, read_body, small_body
+from mini_vllm.server.events import EventFraming, event_frames, whole_body
 from mini_vllm.server.runner import (
-    EventFraming,
     admit,
-    event_frames,
     generate,
     not_implemented,
     prepare,
     respond,
-    whole_body,
 )
 
 ERROR_STATUSES = (400, 404, 413, 500, 501, 503)

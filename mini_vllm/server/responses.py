@@ -22,16 +22,14 @@ from mini_vllm.engine import Engine
 from mini_vllm.event_models import ResponseBody, ResponsesRequest, from_responses
 from mini_vllm.protocol import check_model
 from mini_vllm.server.bodies import body_doc, read_body, small_body
+from mini_vllm.server.events import EventFraming, event_frames, whole_body
 from mini_vllm.server.runner import (
-    EventFraming,
     Step,
     admit,
-    event_frames,
     generate,
     not_implemented,
     prepare,
     respond,
-    whole_body,
 )
 
 SSE_EVENTS = {"text/event-stream": {"schema": {"description": "with stream=true: server-sent events, each with an "

@@ -92,7 +92,7 @@ async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix
     """
     def work() -> tuple[GenerationRequest, list[int]]:
         req = build()
-        return req, encode_prompt(engine, req.prompt)
+        return req, encode_prompt(engine, req.prompt, req.prompt_field)
 
     req, prompt_ids = work() if inline else await asyncio.to_thread(work)
     grammar = None
@@ -109,12 +109,12 @@ def compile_grammar(engine: Engine, constraint: Any) -> Any:
         return compile_constraint(engine, constraint)
 
 
-def encode_prompt(engine: Engine, prompt: str) -> list[int]:
+def encode_prompt(engine: Engine, prompt: str, field: str = "messages") -> list[int]:
     """The prompt's ids, or a 400 at once when even the fewest tokens it could make exceed the context."""
     size = len(prompt.encode("utf-8"))
     limit = engine.capacity_tokens
     if size > limit * engine.max_token_bytes:  # cheap: no need to tokenize to know it is too long
-        raise context_exceeded(-(-size // engine.max_token_bytes), limit, at_least=True)
+        raise context_exceeded(-(-size // engine.max_token_bytes), limit, at_least=True, param=field)
     return engine.tokenizer.encode(prompt)
 
 
@@ -139,7 +139,7 @@ async def admit(request: Request, engine: Engine, generation: Generation) -> Non
     """
     prompt, max_tokens = len(generation.prompt_ids), generation.params.max_tokens
     if prompt + max_tokens > engine.capacity_tokens:
-        raise context_exceeded(prompt, engine.capacity_tokens, max_tokens)
+        raise context_exceeded(prompt, engine.capacity_tokens, max_tokens, param=generation.request.max_tokens_field)
     if not engine.num_waiting:  # nobody in line: take the blocks now if they are free
         try:
             engine.admit(generation.request_id, prompt, max_tokens)
@@ -299,64 +299,3 @@ async def data_frames(steps: AsyncIterator[Step]) -> AsyncIterator[bytes]:
     except Exception as error:
         yield sse(pipeline_failed(error).body()).encode()
     yield b"data: [DONE]\n\n"
-
-
-def sse_event(event: dict[str, Any]) -> bytes:
-    """One typed event: its type on the ``event:`` line, its JSON on ``data:`` (Responses and Messages)."""
-    return b"event: " + str(event.get("type", "message")).encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
-
-
-def event_frames(error_event: Callable[[ApiError], dict[str, Any]]) -> Callable[[AsyncIterator[Step]],
-                                                                                  AsyncIterator[bytes]]:
-    """Typed event streams, a step's events together; a stub or a bug mid-stream becomes ``error_event``."""
-    async def frames(steps: AsyncIterator[Step]) -> AsyncIterator[bytes]:
-        try:
-            async for events in steps:
-                yield b"".join([sse_event(event) for event in events])
-        except NotImplementedError as error:
-            yield sse_event(error_event(not_implemented(error)))
-        except Exception as error:
-            yield sse_event(error_event(pipeline_failed(error)))
-    return frames
-
-
-# ----------------------------------------------------------------- the typed event streams (lab-07's formatters)
-
-
-class EventFraming:
-    """lab-07's formatter as a :class:`Framing`: its events for each step, and its end.
-
-    A malformed call (the pipeline raises ``ValueError``) ends the stream the API's way,
-    ``formatter.fail`` (``response.failed`` / an ``error`` event); what was sent stays sent.
-    """
-
-    def __init__(self, formatter: Any, one_call: bool) -> None:
-        self.formatter, self.one_call = formatter, one_call
-        events = formatter.events
-        self.step = (lambda out: events(first_call_only(out))) if one_call else events
-
-    def start(self) -> Step:
-        return list(self.formatter.start())
-
-    def end(self, last: Any, completion_tokens: int) -> Step:
-        return [*self.step(last), *self.formatter.finish(last.finish_reason, completion_tokens, last.stop_reason)]
-
-    def fail(self, error: ValueError) -> Step | None:
-        return list(self.formatter.fail(f"{type(error).__name__}: {error}"))
-
-
-def first_call_only(out: Any) -> Any:
-    """``parallel_tool_calls: false`` / ``disable_parallel_tool_use``: the calls after the first are not sent."""
-    out.tool_call_deltas = [delta for delta in out.tool_call_deltas if delta.index == 0]
-    return out  # (the formatters read the deltas only)
-
-
-def whole_body(events: list[dict[str, Any]], build: Callable[[list[dict[str, Any]]], dict[str, Any]]) -> dict[str, Any]:
-    """The non-streamed body lab-07's ``build`` makes from the events; a reply that failed is a 500."""
-    failure = next((e for e in events if e.get("type") in ("response.failed", "error")), None)
-    if failure is not None:
-        detail = failure.get("response", {}).get("error") if failure["type"] == "response.failed" else \
-            failure.get("error")
-        raise ApiError(500, str((detail or {}).get("message", "the reply failed")), type="server_error",
-                       code="invalid_model_output")
-    return build(events)

@@ -63,6 +63,11 @@ class Grader:
     deselected_points: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
     started: float = field(default_factory=time.monotonic)
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # A results file left by an earlier run must never be read as this run's: if this run
+        # crashes, there is no result rather than an old one.
+        self.results_path.unlink(missing_ok=True)
+
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         for item in items:
             lab = _lab_of(item)
@@ -116,6 +121,10 @@ class Grader:
         graded = self.tests.get(item.nodeid)
         if graded is None or graded.passed is False:
             return
+        if report.skipped and not graded.control:  # a graded test that did not run earns nothing
+            graded.passed = False
+            graded.details = f"skipped, so not graded: {_skip_reason(report)}"
+            return
         if not report.failed:
             if report.when == "call" and report.passed:
                 graded.passed = True
@@ -135,7 +144,10 @@ class Grader:
         lines = self.scorecard(graded, summary)
         for line in lines:
             terminalreporter.write_line(line)
-        write_results(self.results_path, ran, scorecard="\n".join(lines).strip("\n"), partial=summary,
+        for test in graded:  # points never shrink: a selected test that never ran is a failed result
+            if test.passed is None:
+                test.passed, test.details = False, "did not run, so not graded"
+        write_results(self.results_path, graded, scorecard="\n".join(lines).strip("\n"), partial=summary,
                       execution_time=time.monotonic() - self.started)
         terminalreporter.write_line(f"results written to {self.results_path}")
 
@@ -145,17 +157,17 @@ class Grader:
         for test in graded:
             by_lab[test.lab].append(test)
         order = {number: rank for rank, number in enumerate(RECOMMENDED_ORDER)}
-        total, earned = _points([t for t in graded if t.passed is not None])
+        total, earned = _points(graded)  # the maximum is what was selected, run or not: points never shrink
         width = max([len(t.task_title) + 10 for t in graded] + [len(lab) for lab in by_lab] + [40])
         lines = ["", f"Scorecard — {describe_choice()}"]
         for lab in sorted(by_lab, key=lambda name: order.get(lab_number(name), 99)):
             tests = by_lab[lab]
-            lab_max, lab_got = _points([t for t in tests if t.passed is not None])
+            lab_max, lab_got = _points(tests)
             lines += ["", f"{lab:<{width}} {_fmt(lab_got):>5} / {_fmt(lab_max):<5}"
                           f"{_partial(tests, self.deselected.get(lab, 0))}"]
             for task in sorted({t.task for t in tests}):
                 in_task = [t for t in tests if t.task == task]
-                task_max, task_got = _points([t for t in in_task if t.passed is not None])
+                task_max, task_got = _points(in_task)
                 lines.append(f"  task {task}  {in_task[0].task_title:<{width - 10}} {_fmt(task_got):>5} / "
                              f"{_fmt(task_max):<5}{_partial(in_task)}")
                 failed = [t for t in in_task if t.passed is False]
@@ -183,6 +195,13 @@ class Grader:
                 "Points count only what ran: this is not the grade.")
 
 
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
 def _is_graded(item: pytest.Item) -> bool:
     return item.get_closest_marker("task") is not None and item.get_closest_marker("control") is None
 
@@ -201,6 +220,8 @@ def _partial(tests: list[GradedTest], deselected: int = 0) -> str:
     return f"  ({', '.join(notes)})" if notes else ""
 
 
+# How the grading sandbox's own failures (a timeout, a crash, a lab that does not import) print.
+SANDBOX_PREFIX = re.compile(r"^mini_vllm\.sandbox\.\w+\.(?:\w+): ")
 NOT_IMPLEMENTED = re.compile(r"NotImplementedError: (lab-\d\d) task (\d+)")
 
 
@@ -218,7 +239,7 @@ def failure_hint(details: str, lab: str, task: int) -> list[str]:
         line = details[stub.start():].splitlines()[0].removeprefix("NotImplementedError: ")
         return [f"blocked until {stub.group(1)} task {stub.group(2)} is done: {line}"]
     lines = [line.strip() for line in details.splitlines() if line.strip()]
-    message = lines[0].removeprefix("AssertionError: ").removeprefix("Failed: ")
+    message = SANDBOX_PREFIX.sub("", lines[0].removeprefix("AssertionError: ").removeprefix("Failed: "))
     first_wrong = next((line for line in lines if line.startswith(FIRST_WRONG_STEP)), None)
     if first_wrong is None:
         return [message]

@@ -2,7 +2,7 @@
 
 The student's release has no ``solution.py``, yet lab-07 formats lab-02's output and lab-02's
 task 3 formats what lab-02's pipeline says. So the instructor records those outputs from the
-reference (``make fixtures``, code in ``instructor/fixtures.py``) into ``fixtures/`` here; the
+reference (with ``instructor/fixtures.py``, in the instructor's copy) into ``fixtures/`` here; the
 tests read them the same way in both copies, and a test in the instructor's suite regenerates
 them and fails when a solution changed and its recording did not.
 
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 FIXTURES_DIR = Path(__file__).parent / "fixtures"
-STALE_HINT = "the recorded data does not have it: add the case in instructor/fixtures.py, then run `make fixtures`"
+STALE_HINT = ("the recorded data does not have it: the instructor adds the case in instructor/fixtures.py "
+              "and records again")
 
 
 def encode(data: Any, compress: bool) -> bytes:
@@ -36,14 +37,9 @@ def load(name: str) -> Any:
 
 def value_types() -> tuple[type, type, type]:
     """``(StepOutput, ToolCallDelta, ToolCall)``: the given value types lab-02 and lab-01 exchange."""
-    try:
-        from mini_vllm.labtypes.lab01 import ToolCall, ToolCallDelta
-        from mini_vllm.labtypes.lab02 import StepOutput
-    except ImportError:  # until the given types live in mini_vllm.labtypes, the starters hold them, complete
-        from mini_vllm.labs import load_lab
+    from mini_vllm.labtypes.lab01 import ToolCall, ToolCallDelta
+    from mini_vllm.labtypes.lab02 import StepOutput
 
-        lab01, lab02 = load_lab("lab-01", "starter"), load_lab("lab-02", "starter")
-        return lab02.StepOutput, lab01.ToolCallDelta, lab01.ToolCall
     return StepOutput, ToolCallDelta, ToolCall
 
 

@@ -2,7 +2,7 @@
 
 Task 3 grades the ChunkFormatter alone, so its tests serve your formatter behind the reference
 pipeline. The student's release has no reference to run, so the pipeline's outputs were
-recorded per request (``make fixtures``) and :class:`ReplayPipeline` hands them back in order.
+recorded per request (by the instructor) and :class:`ReplayPipeline` hands them back in order.
 The toy model is deterministic, so the same request pushes the same ids step by step; a push
 that differs from the recording (or a request never recorded) is an error, never a guess.
 """

@@ -2,7 +2,7 @@
 
 Lab-07 formats a StepOutput stream; its tests need that stream, and what lab-02's chat output
 says the reply is (the oracle for every channel). Both were recorded from lab-02's reference
-pipeline over the reference labs it composes (``make fixtures``), so lab-07 grades the
+pipeline over the reference labs it composes (by the instructor), so lab-07 grades the
 formatters only, whatever ``LAB_IMPL`` says about the other labs, and runs the same in the
 student's release, which has no reference to run.
 """

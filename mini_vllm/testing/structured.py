@@ -155,6 +155,14 @@ class CountingAutomaton:
         self.steps += 1
         return self._automaton.step(state, byte)
 
+    def sandbox_mirror(self) -> tuple[str, ByteAutomaton]:
+        """In the grading sandbox: a stand-in that steps the automaton there and reports the count with each
+        reply (mini_vllm/sandbox/mirrors.py), as exact as a call back per step and thousands of times cheaper."""
+        return "counting-automaton", self._automaton
+
+    def sandbox_account(self, counts: dict[str, int]) -> None:
+        self.steps += counts.get("steps", 0)
+
     def is_accepting(self, state: int) -> bool:
         return self._automaton.is_accepting(state)
 

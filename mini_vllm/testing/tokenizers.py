@@ -10,48 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mini_vllm.tokenizer_base import Tokenizer, check_token_id
+from mini_vllm.piece_tokenizer import PieceTokenizer
+from mini_vllm.tokenizer_base import Tokenizer
 
-
-class PieceTokenizer:
-    """Token i stands for ``pieces[i]``; one extra id at the end is an EOS special token."""
-
-    EOS_TEXT = "<|endoftext|>"
-
-    def __init__(self, pieces: Sequence[bytes]) -> None:
-        self.pieces = list(pieces)
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.pieces) + 1
-
-    @property
-    def eos_token_id(self) -> int:
-        return len(self.pieces)
-
-    @property
-    def all_special_ids(self) -> list[int]:
-        return [self.eos_token_id]
-
-    def ids(self) -> list[int]:
-        """The ids that spell all the pieces in order."""
-        return list(range(len(self.pieces)))
-
-    def encode(self, text: str) -> list[int]:
-        raise NotImplementedError("PieceTokenizer only decodes: build it from the pieces you want")
-
-    def decode_single_token_bytes(self, token_id: int) -> bytes:
-        check_token_id(token_id, self.vocab_size)
-        return self.EOS_TEXT.encode() if token_id == self.eos_token_id else self.pieces[token_id]
-
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
-        data = b"".join(
-            self.decode_single_token_bytes(i) for i in ids if not (skip_special_tokens and i == self.eos_token_id)
-        )
-        return data.decode("utf-8", errors="replace")
-
-    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
-        return [repr(self.decode_single_token_bytes(i)) for i in ids]
+__all__ = ["CountingTokenizer", "PieceTokenizer"]
 
 
 class CountingTokenizer:
@@ -65,6 +27,16 @@ class CountingTokenizer:
         self.inner = inner
         self.ids_decoded = 0
         self.decode_calls = 0
+
+    def sandbox_mirror(self) -> tuple[str, Tokenizer]:
+        """In the grading sandbox the code under test gets a stand-in that decodes with ``inner``
+        there and reports each decode back with the call's reply (:mod:`mini_vllm.sandbox.mirrors`):
+        the count is kept here, as exactly as a call back would keep it, without a round trip."""
+        return "counting-tokenizer", self.inner
+
+    def sandbox_account(self, counts: dict[str, int]) -> None:
+        self.decode_calls += counts.get("decode_calls", 0)
+        self.ids_decoded += counts.get("ids_decoded", 0)
 
     @property
     def vocab_size(self) -> int:

@@ -8,7 +8,7 @@ The reference without the line that clears the hold at a stop.
 from instructor.variants import run_reference_with_mistake
 
 MISTAKE = {
-    '            self.held_text = self._tail = ""\n':
+    '            self.held_text = ""\n':
         '',
 }
 run_reference_with_mistake('lab-05', MISTAKE, globals())

@@ -13,5 +13,5 @@ MAY_COST = [5]
 
 
 class StructuredSampler(_solution.StructuredSampler):
-    def __init__(self, automaton, vocab, allowed_at, *, thinking=False):  # type: ignore[no-untyped-def]
-        super().__init__(automaton, vocab, allowed_at, thinking=False)
+    def __init__(self, automaton, vocab, allowed_at, *, thinking=False, implicit_end=None):  # type: ignore[no-untyped-def]
+        super().__init__(automaton, vocab, allowed_at, thinking=False, implicit_end=implicit_end)

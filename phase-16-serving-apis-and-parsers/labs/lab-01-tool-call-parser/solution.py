@@ -8,67 +8,20 @@ written. A malformed block raises with its raw text: a call never vanishes or le
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-START_TAG = "<tool_call>"
-END_TAG = "</tool_call>"
+from mini_vllm.labtypes.lab01 import (  # given: the lab's value types
+    END_TAG,
+    FRESH_SCAN,
+    START_TAG,
+    DeltaMessage,
+    ParsedOutput,
+    ScanState,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallParseError,
+)
 
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One complete call. ``arguments_text`` is the arguments' JSON exactly as the model wrote it
-    (what a server sends as ``function.arguments``); equality ignores how it was spelled."""
-
-    name: str
-    arguments: dict[str, Any]
-    arguments_text: str | None = field(default=None, compare=False)
-
-
-@dataclass(frozen=True)
-class ToolCallDelta:
-    """What one step adds to call ``index`` (0, 1, ... as written): ``name`` on its first delta only;
-    ``arguments_fragment`` continues the arguments text exactly where the last one stopped."""
-
-    index: int
-    name: str | None = None
-    arguments_fragment: str = ""
-
-
-@dataclass
-class ParsedOutput:
-    """A whole reply, parsed: the prose outside the blocks, and the calls in order."""
-
-    content: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
-
-
-@dataclass
-class DeltaMessage:
-    """What one streaming step adds: more prose, calls whose block just closed, and streamed call progress."""
-
-    content: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    tool_call_deltas: list[ToolCallDelta] = field(default_factory=list)  # only with stream_arguments=True
-
-
-class ToolCallParseError(ValueError):
-    """A ``<tool_call>`` block that does not hold a well-formed call. Carries the raw block."""
-
-    def __init__(self, raw: str, reason: str) -> None:
-        super().__init__(f"malformed tool call ({reason}): {raw!r}")
-        self.raw, self.reason = raw, reason
-
-
-class ScanState(NamedTuple):
-    """Where the search for the end tag stopped, and whether it stopped inside a JSON string."""
-
-    position: int = 0
-    in_string: bool = False
-    escaped: bool = False
-
-
-FRESH_SCAN = ScanState()  # a scan that has not started: the default for a new block
 _SPACE = " \t\n\r"  # JSON's whitespace
 
 

@@ -8,12 +8,9 @@ what was actually written, for every way of cutting the reply into deltas. Every
 
 from __future__ import annotations
 
-import inspect
 import json
 import random
-import re
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -21,6 +18,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mini_vllm.labs import load_lab
+from mini_vllm.sandbox import each
+from mini_vllm.sandbox.probes import install as install_probe
 from mini_vllm.testing.expect import must_raise
 from mini_vllm.testing.strategies import (
     GeneratedReply,
@@ -60,7 +59,7 @@ def call(name: str, arguments: dict[str, Any]) -> Any:
 
 def stream(chunks: Sequence[str]) -> tuple[list[Any], Any]:
     parser = lab.StreamingToolParser()
-    deltas = [parser.feed(chunk) for chunk in chunks]
+    deltas = each(parser.feed, chunks)
     return deltas, parser.finish()
 
 
@@ -403,7 +402,7 @@ def replay_after_a_failed_feed(reply: GeneratedReply | WrittenReply, cut: int, s
     first_end = first_block_end(reply)
     parser = lab.StreamingToolParser(stream_arguments=stream_arguments)
     story = [f"fed {quote(reply.text[:cut])}"]
-    messages = [parser.feed(piece) for piece in split_at(reply.text[:cut], range(3, cut, 3))]
+    messages = each(parser.feed, split_at(reply.text[:cut], range(3, cut, 3)))
     poison = reply.text[cut:first_end] + MALFORMED_BLOCK
     story.append(f"fed {quote(poison)}: must raise ToolCallParseError and change nothing")
     must_raise(lambda: parser.feed(poison), lab.ToolCallParseError, f"feed({quote(poison)})")
@@ -576,7 +575,7 @@ def test_finish_twice_is_refused_and_gives_nothing_again(reply: str) -> None:
 def stream_calls(chunks: Sequence[str]) -> tuple[list[Any], list[Any]]:
     """Every DeltaMessage of a streamed reply (finish included) and all the ToolCallDeltas in order."""
     parser = lab.StreamingToolParser(stream_arguments=True)
-    messages = [parser.feed(chunk) for chunk in chunks]
+    messages = each(parser.feed, chunks)
     messages.append(parser.finish())
     return messages, [d for m in messages for d in m.tool_call_deltas]
 
@@ -937,77 +936,6 @@ def test_arguments_stream_as_they_are_written_and_are_never_taken_back(reply: Wr
 # regular expression that the lab's code runs, like lab-04 counts the ids passed to decode.
 # (A plain str method such as find() over the whole body cannot be counted; don't.)
 
-REGEX_METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split")
-
-
-def counting_regexes(counts: dict[str, int], namespaces: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Count the characters that regular expressions called from the lab's code scan: up to the end
-    of the match they return, or to the end of the text (a search that fails, findall, sub, ...)."""
-    def scanned(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        result = method(*args, **kwargs)
-        text = next((a for a in args if isinstance(a, str)), "")
-        start = next((a for a in args if type(a) is int), 0)  # a start position, if one was given
-        end = result.end() if isinstance(result, re.Match) else len(text)
-        counts["regular expressions"] += max(0, end - start)
-        return result
-
-    class CountingPattern:
-        def __init__(self, pattern: re.Pattern[str]) -> None:
-            self.pattern = pattern
-
-        def __getattr__(self, name: str) -> Any:
-            method = getattr(self.pattern, name)
-            return (lambda *args, **kwargs: scanned(method, args, kwargs)) if name in REGEX_METHODS else method
-
-    mine = {id(namespace) for namespace in namespaces}
-
-    def counting_function(original: Callable[..., Any]) -> Callable[..., Any]:
-        def call(pattern: Any, *args: Any, **kwargs: Any) -> Any:  # re.search(pattern, text, ...)
-            if id(sys._getframe(1).f_globals) not in mine:
-                return original(pattern, *args, **kwargs)
-            return scanned(lambda *a, **k: original(pattern, *a, **k), args, kwargs)
-        return call
-
-    for name in REGEX_METHODS:
-        monkeypatch.setattr(re, name, counting_function(getattr(re, name)))
-    for namespace in namespaces:  # patterns compiled when the module loaded, in it or in its classes
-        for key, value in list(namespace.items()):
-            if isinstance(value, re.Pattern):
-                monkeypatch.setitem(namespace, key, CountingPattern(value))
-            elif isinstance(value, type):
-                for attr, member in list(vars(value).items()):
-                    if isinstance(member, re.Pattern):
-                        monkeypatch.setattr(value, attr, CountingPattern(member))
-
-
-def count_scanned(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    counts = {"find_end_tag": 0, "CallReader.feed": 0, "parse_call": 0, "regular expressions": 0}
-    namespaces = {id(f.__globals__): f.__globals__ for klass in (lab.StreamingToolParser, lab.CallReader)
-                  for k in klass.__mro__ for f in vars(k).values() if inspect.isfunction(f)}
-
-    def counting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(text: str, *args: Any, **kwargs: Any) -> Any:
-            counts[name] += len(text)
-            return original(text, *args, **kwargs)
-        return wrapper
-
-    for namespace in namespaces.values():
-        for name in ("find_end_tag", "parse_call"):
-            if name in namespace:
-                monkeypatch.setitem(namespace, name, counting(name, namespace[name]))
-        if isinstance(namespace.get("CallReader"), type):
-            reader_class = namespace["CallReader"]
-
-            class CountingReader(reader_class):  # type: ignore[misc, valid-type]
-                def feed(self, text: str) -> Any:
-                    counts["CallReader.feed"] += len(text)
-                    return super().feed(text)
-
-            monkeypatch.setitem(namespace, "CallReader", CountingReader)
-    counting_regexes(counts, list(namespaces.values()), monkeypatch)
-    return counts
-
-
 def long_call(size: int, name_first: bool = True) -> tuple[str, str]:
     """A reply with one call whose argument is ``size`` characters of CJK, emoji, quotes and braces."""
     pattern = 'データ {"k": [1]} 🚀 "q" \\ '
@@ -1022,18 +950,27 @@ def long_call(size: int, name_first: bool = True) -> tuple[str, str]:
 @pytest.mark.parametrize(("size", "chunk", "name_first"),
                          [(20_000, 1, True), (300_000, 1009, True), (20_000, 1, False)],
                          ids=["20k-by-1", "300k-by-1009", "arguments-first-20k-by-1"])
-def test_cost_per_character_is_constant_inside_one_long_argument(monkeypatch: pytest.MonkeyPatch, size: int,
-                                                                 chunk: int, name_first: bool) -> None:
+def test_cost_per_character_is_constant_inside_one_long_argument(size: int, chunk: int, name_first: bool) -> None:
     text, arguments_text = long_call(size, name_first)
     chunks = [text[i : i + chunk] for i in range(0, len(text), chunk)]
-    counts = count_scanned(monkeypatch)
+    counter = install_probe(lab, "ScanCounter")  # counts inside the module under test (mini_vllm/sandbox/probes.py)
+    try:
+        check_cost_inside_one_long_argument(counter, chunks, arguments_text)
+    finally:
+        counter.undo()
+
+
+def check_cost_inside_one_long_argument(counter: Any, chunks: list[str], arguments_text: str) -> None:
     parser = lab.StreamingToolParser(stream_arguments=True)
-    streamed, fed = [], 0
-    for deltas, piece in enumerate(chunks, start=1):
-        streamed += [d.arguments_fragment for d in parser.feed(piece).tool_call_deltas]
-        fed += len(piece)
+    streamed, fed, deltas = [], 0, 0
+    for first in range(0, len(chunks), 32):  # 32 deltas per crossing of the sandbox, then a look at the count
+        batch = chunks[first : first + 32]
+        streamed += [d.arguments_fragment for message in each(parser.feed, batch) for d in message.tool_call_deltas]
+        fed += sum(map(len, batch))
+        deltas += len(batch)
         # Checked as the stream goes: a parser that re-reads the call so far fails after a few
         # dozen deltas, instead of spending minutes on the rest of a quadratic stream.
+        counts = counter.snapshot()
         scanned, budget = sum(counts.values()), 4 * fed + 16 * deltas
         assert scanned <= budget, (
             f"each character may be looked at a few times, not once per delta: after {deltas:,} deltas "
@@ -1041,10 +978,11 @@ def test_cost_per_character_is_constant_inside_one_long_argument(monkeypatch: py
             f"expressions ({dict(counts)}); at most {budget:,} allowed. Re-joining or re-reading the open block "
             f"(or the call so far) on every delta makes each delta cost as much as the whole call so far")
     streamed += [d.arguments_fragment for d in parser.finish().tool_call_deltas]
+    counts = counter.snapshot()
     assert "".join(streamed) == arguments_text, "the long argument must stream exactly as written"
     assert counts["CallReader.feed"] >= len(arguments_text), (
         "each block's new text must go through CallReader.feed (that is how this test sees the work done)")
-    scanned, budget = sum(counts.values()), 4 * fed + 16 * len(chunks)
+    scanned, budget = sum(counts.values()), 4 * fed + 16 * deltas
     assert scanned <= budget, (
         f"finish may look at what is left, not at the whole call again: {scanned:,} characters had been handed to "
         f"the scanners and regular expressions by the end ({dict(counts)}); at most {budget:,} allowed")

@@ -12,25 +12,13 @@ then ``LAB_IMPL=starter`` serves your own detokenizer, stop checker and tool par
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from mini_vllm.byte_tokenizer import ByteTokenizer  # noqa: F401 (to pick the right detokenizer)
 from mini_vllm.labs import load_lab  # noqa: F401 (to load labs 01, 03, 04, 05 and 06)
+from mini_vllm.labtypes.lab02 import StepOutput  # given: the lab's value types
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.tokenizer_base import Tokenizer
-
-
-@dataclass
-class StepOutput:
-    """What one engine step (or the end of the stream) adds to the reply."""
-
-    text: str = ""
-    tool_calls: list[Any] = field(default_factory=list)  # lab-01 ToolCall objects: calls completed in this step
-    tool_call_deltas: list[Any] = field(default_factory=list)  # lab-01 ToolCallDelta objects: calls as they stream
-    finish_reason: str | None = None  # only on the last output: "stop", "length" or "tool_calls"
-    stop_reason: str | None = None  # the stop string that ended the reply, if one did
-    reasoning: str = ""  # more of the model's thought (lab-06), sent apart from the answer
 
 
 class OutputPipeline:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from mini_vllm import BPETokenizer, ByteTokenizer, Tokenizer
 from mini_vllm.labs import load_lab
+from mini_vllm.sandbox import each
 from mini_vllm.testing.expect import hold_problem, must_raise
 from mini_vllm.testing.strategies import any_bytes, cut_points, multilingual_text, split_at
 from mini_vllm.testing.tokenizers import PieceTokenizer
@@ -108,7 +109,7 @@ def pieces_stream(pieces: Sequence[bytes]) -> tuple[PieceTokenizer, list[int]]:
 def feed_each(tokenizer: Tokenizer, ids: Sequence[int]) -> list[str]:
     """What each feed returned (no flush: that is task 3)."""
     detok = lab.StreamingDetokenizer(tokenizer)
-    return [detok.feed(i) for i in ids]
+    return each(detok.feed, ids)
 
 
 def flush_after(tokenizer: Tokenizer, ids: Sequence[int]) -> tuple[bytes, str, object]:
@@ -254,15 +255,15 @@ def test_split_emoji_emitted_at_its_last_bpe_token() -> None:
 @pytest.mark.task(2)
 def test_eos_is_ignored() -> None:
     detok = lab.StreamingDetokenizer(BYTES)
-    shown = [detok.feed(i) for i in BYTES.encode("hi")]
+    shown = each(detok.feed, BYTES.encode("hi"))
     eos = detok.feed(BYTES.eos_token_id)
     assert (shown, eos) == (["h", "i"], ""), f"EOS is a signal, not text: got {shown} then {eos!r}"
     # A special token in the middle of an unfinished character neither emits nor loses it.
     first, second = BYTES.encode(ROCKET)[:2], BYTES.encode(ROCKET)[2:]
-    shown = [detok.feed(i) for i in first] + [detok.feed(BYTES.eos_token_id)]
+    shown = [*each(detok.feed, first), detok.feed(BYTES.eos_token_id)]
     assert (shown, detok.held_bytes) == (["", "", ""], b"\xf0\x9f"), (
         f"EOS inside an unfinished {ROCKET} must leave its bytes held: showed {shown}, held {hexed(detok.held_bytes)}")
-    shown = [detok.feed(i) for i in second]
+    shown = each(detok.feed, second)
     assert shown == ["", ROCKET], f"after EOS the rocket's last bytes must complete it: got {shown}"
 
 
@@ -276,13 +277,13 @@ def test_bad_id_raises_and_keeps_held_bytes(bad_id: object) -> None:
     rocket = BYTES.encode(ROCKET)
     without_it = feed_each(BYTES, rocket)  # your own detokenizer, never shown the bad id
     detok = lab.StreamingDetokenizer(BYTES)
-    shown = [detok.feed(i) for i in rocket[:2]]
+    shown = each(detok.feed, rocket[:2])
     held = detok.held_bytes
     raised = must_raise(lambda: detok.feed(bad_id), ValueError, f"feed({bad_id!r})")  # type: ignore[arg-type]
     assert str(bad_id) in str(raised), f"the error should name the bad id {bad_id!r}: {raised}"
     assert detok.held_bytes == held, (
         f"a rejected id must not disturb what is held: was {hexed(held)}, now {hexed(detok.held_bytes)}")
-    shown += [detok.feed(i) for i in rocket[2:]]
+    shown += each(detok.feed, rocket[2:])
     assert shown == without_it, (
         f"a rejected id must change nothing: without it your detokenizer showed {without_it} for {ROCKET}'s bytes, "
         f"with it {shown}")

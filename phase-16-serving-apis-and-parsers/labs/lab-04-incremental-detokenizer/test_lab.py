@@ -25,6 +25,7 @@ from tokenizers.decoders import DecodeStream
 from mini_vllm import TOKENIZER_FAMILIES, Tokenizer, load_tokenizer
 from mini_vllm.hf import HFTokenizer, hf_bpe_tokenizer, hf_spm_tokenizer
 from mini_vllm.labs import load_lab
+from mini_vllm.sandbox import each
 from mini_vllm.testing.strategies import multilingual_text
 from mini_vllm.testing.stream_oracle import ExpectedStream, expected_stream, utf8_units
 from mini_vllm.testing.tokenizers import CountingTokenizer, PieceTokenizer
@@ -92,7 +93,7 @@ def formula(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], 
 def pushes(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], **kwargs: object) -> list[str]:
     """What each push shows (no flush: tasks 1 and 2 must not need task 3's flush)."""
     detok = lab.IncrementalDetokenizer(tokenizer, prompt, **kwargs)
-    return [detok.push(i) for i in output]
+    return each(detok.push, output)
 
 
 def without_spaces(text: str) -> str:
@@ -132,10 +133,10 @@ def stream_problem(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence
     same = without_spaces if spaceless else str
     final = same(expected.text)
     shown = ""
-    steps, problem, at, pushed = [], None, 0, []
+    steps, problem, at = [], None, 0
+    pushed = each(detok.push, output)  # every push, in order (one crossing of the sandbox)
     for k, token_id in enumerate(output, start=1):
-        pushed.append(detok.push(token_id))
-        shown += pushed[-1]
+        shown += pushed[k - 1]
         due = same("".join(expected.per_token[:k]))
         required = due if expected.settled[k - 1] else None  # the least that must be out by now
         if problem is None and not final.startswith(same(shown)):
@@ -226,7 +227,7 @@ def flush_problem(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[
 
 def check_flush(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], window: int = WINDOW) -> None:
     detok = lab.IncrementalDetokenizer(tokenizer, prompt, window=window)
-    pushed = [detok.push(i) for i in output]
+    pushed = each(detok.push, output)
     problem = flush_problem(tokenizer, prompt, output, pushed, detok.flush())
     assert problem is None, problem
 
@@ -249,7 +250,7 @@ def test_no_replacement_chars_for_valid_text(name: str) -> None:
     text = "naïve café — 你好 服务器 乱码 🚀🫨😊 字节 สวัสดี"
     output = tokenizer.encode(text)
     detok = lab.IncrementalDetokenizer(tokenizer, [])
-    pushed = [detok.push(i) for i in output]
+    pushed = each(detok.push, output)
     wrong = [(k, piece) for k, piece in enumerate(pushed, start=1) if "\ufffd" in piece]
     assert not wrong, f"valid text, yet U+FFFD was shown (token, piece): {wrong[:3]}"
 
@@ -266,7 +267,7 @@ def test_leading_spaces_survive_on_spm(name: str, window: int) -> None:
     output = tokenizer.encode("Q: This This is it. Hello  there")
     expected = oracle(tokenizer, [], output).per_token
     detok = lab.IncrementalDetokenizer(tokenizer, [], window=window)
-    pushed = [detok.push(i) for i in output]
+    pushed = each(detok.push, output)
     steps = [Step(t, tokenizer.decode_single_token_bytes(i), got, want)
              for t, i, got, want in zip(tokenizer.convert_ids_to_tokens(output), output, pushed, expected, strict=True)]
     assert pushed == expected, "every ▁word must show with its space, at its own token\n" + format_trace(steps)
@@ -299,11 +300,11 @@ def test_bad_id_raises_and_loses_nothing(bad_id: object) -> None:
     middle = output.index(BPE.encode(SHAKING)[1])  # between two tokens of 🫨: a character is half received
     without_bad_id = pushes(BPE, [], output)
     detok = lab.IncrementalDetokenizer(BPE, [])
-    pushed = [detok.push(i) for i in output[:middle]]
+    pushed = each(detok.push, output[:middle])
     with pytest.raises(ValueError, match="token id") as raised:
         detok.push(bad_id)  # type: ignore[arg-type]
     assert str(bad_id) in str(raised.value), "the ValueError must name the bad id"
-    pushed += [detok.push(i) for i in output[middle:]]
+    pushed += each(detok.push, output[middle:])
     assert pushed == without_bad_id, (
         f"after the rejected id {bad_id!r} the stream must go on as if it had never come: got {pushed}, "
         f"without it {without_bad_id}")
@@ -342,7 +343,7 @@ def test_split_emoji_emitted_at_the_token_that_completes_it(name: str) -> None:
         "the shipped tokenizer should split 🫨 into these byte pieces (the lesson's case)")
     output = [*tokenizer.encode("Feeling"), *output, *output]
     detok = lab.IncrementalDetokenizer(tokenizer, [])
-    pushed = [detok.push(i) for i in output]
+    pushed = each(detok.push, output)
     expected = oracle(tokenizer, [], output).per_token
     steps = [Step(str(i), tokenizer.decode_single_token_bytes(i), got, want)
              for i, got, want in zip(output, pushed, expected, strict=True)]
@@ -520,9 +521,10 @@ def ids_per_token(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[
     counting = CountingTokenizer(tokenizer)
     detok = lab.IncrementalDetokenizer(counting, prompt, window=window)
     counting.ids_decoded = pushed = 0
-    for token_id in output:
-        detok.push(token_id)
-        pushed += 1
+    for start in range(0, len(output), 250):  # 250 pushes per crossing of the sandbox, then a look at the count
+        batch = output[start : start + 250]
+        each(detok.push, batch)
+        pushed += len(batch)
         if counting.ids_decoded > 4 * COST_BUDGET * pushed + 2000:
             break
     return counting.ids_decoded / pushed
@@ -684,7 +686,7 @@ def test_whose_character_at_the_prompt_end(prompt: str, output: str, text: str) 
         if not control_run_keeps_the_rules(BYTES, prompt_ids + output_ids, 0, window=window):
             continue  # your push or flush breaks on these bytes with no prompt at all: tasks 1 to 3 show it
         detok = lab.IncrementalDetokenizer(BYTES, prompt_ids, window=window)
-        pieces = [detok.push(i) for i in output_ids] + [detok.flush()]
+        pieces = [*each(detok.push, output_ids), detok.flush()]
         assert "".join(pieces) == text, (
             f"prompt {prompt}, output {output or '(none)'}: all pushes and flush must give {quote(text)}, but gave "
             f"{quote(''.join(pieces))} ({pieces}, window={window}). The rule: {PROMPT_RULE}")
@@ -708,7 +710,7 @@ def test_whose_character_on_a_real_vocabulary(name: str) -> None:
                 if not control_run_keeps_the_rules(tokenizer, prompt + output, 0, window=window):
                     continue  # your push or flush breaks on these tokens with no prompt at all: tasks 1 to 3 show it
                 detok = lab.IncrementalDetokenizer(tokenizer, prompt, window=window)
-                pieces = [detok.push(i) for i in output] + [detok.flush()]
+                pieces = [*each(detok.push, output), detok.flush()]
                 assert "".join(pieces) == expected, (
                     f"{PROMPT_RULE}.\nOn {name}, prompt {prompt}, output {output}: all pushes and flush must give "
                     f"{quote(expected)}, but gave {quote(''.join(pieces))} ({pieces}, window={window})")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from hypothesis import example, given
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from mini_vllm import ByteTokenizer
 from mini_vllm.labs import load_lab
+from mini_vllm.sandbox import each
 from mini_vllm.testing.expect import hold_problem, must_raise
 from mini_vllm.testing.strategies import cut_points, split_at
 from mini_vllm.testing.trace import Step, format_trace, quote
@@ -70,7 +72,7 @@ def shown_by_now(fed: str, stops: Sequence[str], include: bool = False) -> str:
 def feed_all(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> tuple[list[str], object]:
     """Feed every chunk (no flush: that is task 3); return what each feed showed, and the checker."""
     checker = lab.StopStringChecker(list(stops), include_stop_str_in_output=include)
-    return [checker.feed(chunk) for chunk in chunks], checker
+    return each(checker.feed, chunks), checker
 
 
 def feed_trace(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> list[Step]:
@@ -247,7 +249,7 @@ def test_bad_input_after_a_stop_still_raises() -> None:
 @pytest.mark.task(2)
 def test_no_stop_given_streams_everything_at_once() -> None:
     checker = lab.StopStringChecker(None)
-    shown = [checker.feed(chunk) for chunk in ["S", "TOP ", "anything"]]
+    shown = each(checker.feed, ["S", "TOP ", "anything"])
     assert (shown, checker.held_text, checker.stopped) == (["S", "TOP ", "anything"], "", False), (
         f"stop=None means no stop strings: nothing waits and nothing stops; showed {shown}, "
         f"held {quote(checker.held_text)}, stopped={checker.stopped}")
@@ -363,6 +365,89 @@ def test_fifty_random_slicings(text: str) -> None:
         rng = random.Random(seed)
         chunks = split_at(text, rng.sample(range(1, len(text)), rng.randint(1, len(text) // 3)))
         check_feeds(chunks, stops, f"slicing {seed} of 50: every feed shows exactly what the rule allows")
+
+
+# ----------------------------------------------------------------------- task 2: feed, cost
+# A server checks every token of every reply against the request's stops, on its event loop.
+# The test counts the characters read from the stop strings (each stop is a str that counts
+# its slices, its indexing and its methods), from the first feed on: building tables in
+# __init__ is free. A plain str method over the held text and the chunk cannot be counted; don't.
+
+
+class CountingStop(str):
+    """A stop string that adds to ``read`` the characters every slice, index or method call reads of it."""
+
+    read = 0
+
+    def __getitem__(self, key: Any) -> str:
+        piece = str.__getitem__(self, key)
+        CountingStop.read += len(piece)
+        return piece
+
+    def __iter__(self) -> Any:
+        CountingStop.read += len(self)
+        return str.__iter__(self)
+
+    def __str__(self) -> str:
+        CountingStop.read += len(self)
+        return str.__str__(self)
+
+    def __add__(self, other: str) -> str:
+        CountingStop.read += len(self)
+        return str.__add__(self, other)
+
+    def __radd__(self, other: str) -> str:
+        CountingStop.read += len(self)
+        return str.__add__(other, self)
+
+    def sandbox_mirror(self) -> tuple[str, str]:
+        """In the grading sandbox the stop crosses as a string that counts the same reads there and reports
+        them with each reply (mini_vllm/sandbox/mirrors.py), so ``read`` is kept here, exactly."""
+        return "counting-str", str.__str__(self)
+
+    def sandbox_account(self, counts: dict[str, int]) -> None:
+        CountingStop.read += counts.get("read", 0)
+
+
+def _counting_method(name: str) -> Any:
+    method = getattr(str, name)
+
+    def counted(self: str, *args: Any, **kwargs: Any) -> Any:
+        CountingStop.read += len(self)
+        return method(self, *args, **kwargs)
+
+    return counted
+
+
+for _name in ("startswith", "endswith", "find", "rfind", "index", "rindex", "count", "__contains__", "__eq__",
+              "partition", "rpartition", "split", "encode", "casefold", "lower", "upper", "strip", "replace"):
+    setattr(CountingStop, _name, _counting_method(_name))
+CountingStop.__hash__ = str.__hash__  # type: ignore[method-assign]  # (__eq__ overridden: keep it hashable)
+
+
+@pytest.mark.task(2)
+def test_a_token_costs_no_more_than_the_longest_stop_however_many_stops() -> None:
+    """Many long stops: each feed may read the stops about as much as the longest one is long, plus a few
+    characters per stop for each character fed, never (number of stops x their length), let alone the
+    square of a stop's length (re-testing every prefix of every stop on every chunk)."""
+    stops = [CountingStop(c * 299 + "!") for c in "abcdefghijkl"]  # 12 stops of 300 characters
+    longest = max(map(len, stops))
+    checker = lab.StopStringChecker(list(stops))
+    draw = random.Random(5)
+    chunks = ["".join(draw.choice("aabbcxyz ") for _ in range(draw.randint(1, 4))) for _ in range(300)]
+    chunks[100:110] = ["a" * 40] * 10  # a long partial match: the held text grows to 299 characters, then breaks
+    CountingStop.read = 0
+    fed = 0
+    for number, chunk in enumerate(chunks, start=1):
+        checker.feed(chunk)
+        fed += len(chunk)
+        budget = 2 * longest * number + 8 * len(stops) * fed
+        assert CountingStop.read <= budget, (
+            f"feeding {number} chunks ({fed} characters) against {len(stops)} stops of {longest} characters read "
+            f"{CountingStop.read:,} characters of the stops; at most {budget:,} allowed (2 x the longest stop per "
+            f"chunk, 8 per stop per character fed). Testing every length of every stop again on each chunk costs "
+            f"a stop's length squared per token: keep, per stop, how much of it the text ends with, and move that "
+            f"count a character at a time")
 
 
 # -------------------------------------------------------------------- task 3: flush

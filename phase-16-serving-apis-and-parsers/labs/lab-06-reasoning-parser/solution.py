@@ -15,20 +15,10 @@ character does not grow with the reply.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-START_TAG = "<think>"
-END_TAG = "</think>"
+from mini_vllm.labtypes.lab06 import END_TAG, START_TAG, ReasoningDelta  # given: the lab's value types
 
 _OPENING, _REASONING, _CONTENT = "opening", "reasoning", "content"  # the three modes
-
-
-@dataclass
-class ReasoningDelta:
-    """What one step adds to each channel."""
-
-    reasoning: str = ""
-    content: str = ""
 
 
 def normalize_end_tags(implicit_end_tags: str | Sequence[str]) -> tuple[str, ...]:

@@ -8,18 +8,8 @@ Fill in the tasks below (see README.md, "Your task"). Run the tests with:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-START_TAG = "<think>"
-END_TAG = "</think>"
-
-
-@dataclass
-class ReasoningDelta:
-    """What one step adds to each channel."""
-
-    reasoning: str = ""
-    content: str = ""
+from mini_vllm.labtypes.lab06 import END_TAG, ReasoningDelta  # given: the lab's value types
 
 
 def normalize_end_tags(implicit_end_tags: str | Sequence[str]) -> tuple[str, ...]:

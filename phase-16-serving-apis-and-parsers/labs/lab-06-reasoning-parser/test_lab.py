@@ -17,6 +17,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mini_vllm.labs import load_lab
+from mini_vllm.sandbox import each
+from mini_vllm.sandbox.probes import install as install_probe
 from mini_vllm.testing.expect import hold_problem, must_raise
 from mini_vllm.testing.strategies import (
     IMPLICIT_END_TAG_CHOICES,
@@ -121,7 +123,7 @@ def parser(starts_in_reasoning: bool = False, implicit: Sequence[str] = DEFAULT_
 def feed_all(chunks: Sequence[str], starts_in_reasoning: bool = False,
              implicit: Sequence[str] = DEFAULT_TAGS) -> tuple[list[Any], Any]:
     p = parser(starts_in_reasoning, implicit)
-    return [p.feed(chunk) for chunk in chunks], p
+    return each(p.feed, chunks), p
 
 
 def shown(deltas: Sequence[Any]) -> tuple[str, str]:
@@ -156,21 +158,12 @@ def trace(rule: str, chunks: Sequence[str], starts_in_reasoning: bool = False,
     return format_trace(steps, f"{rule}\n{setting}", ("shown", "the rule says"))
 
 
-def characters_kept(obj: Any, seen: set[int] | None = None) -> int:
-    """Every character reachable from ``obj``'s attributes: all that a later feed could scan again."""
-    seen = set() if seen is None else seen
-    if id(obj) in seen or isinstance(obj, (type, type(lab), int, float, bool)) or callable(obj) or obj is None:
-        return 0
-    seen.add(id(obj))
-    if isinstance(obj, (str, bytes, bytearray)):
-        return len(obj)
-    if isinstance(obj, dict):
-        return sum(characters_kept(k, seen) + characters_kept(v, seen) for k, v in obj.items())
-    if isinstance(obj, (list, tuple, set, frozenset)) or type(obj).__name__ == "deque":
-        return sum(characters_kept(item, seen) for item in obj)
-    attributes = dict(getattr(obj, "__dict__", {}))
-    attributes.update({name: getattr(obj, name) for name in getattr(type(obj), "__slots__", ()) if hasattr(obj, name)})
-    return sum(characters_kept(value, seen) for value in attributes.values())
+def characters_kept(obj: Any) -> int:
+    """Every character reachable from ``obj``'s attributes: all that a later feed could scan again.
+
+    Counted where the object lives (mini_vllm/sandbox/probes.py): in a graded run, the sandbox.
+    """
+    return int(install_probe(lab, "Introspection").characters_kept(obj))
 
 
 # ------------------------------------------------------------- task 1: the batch rule
@@ -401,7 +394,7 @@ def test_parser_defaults() -> None:
         "by default (starts_in_reasoning=False) a reply that does not open <think> is the answer: got "
         f"{both(delta.reasoning, delta.content)}, in_reasoning={p.in_reasoning}")
     p = lab.StreamingReasoningParser()
-    deltas = [p.feed(chunk) for chunk in ["<think>plan", "<tool_call>{}"]]
+    deltas = each(p.feed, ["<think>plan", "<tool_call>{}"])
     assert shown(deltas) == ("plan", "<tool_call>{}"), (
         f"by default <tool_call> is an implicit end tag: it ends the thought; got {both(*shown(deltas))}")
 
@@ -461,12 +454,13 @@ def test_cost_per_character_does_not_grow(chunk_size: int) -> None:
     """Count what the parser keeps between feeds: a feed can only re-scan what was kept."""
     reply = "<think>" + "plan </thi x <tool y </ " * 2000 + "</think>" + "answer </th z </b> " * 2000
     p = parser()
-    for fed, start in enumerate(range(0, len(reply), chunk_size), start=1):
-        p.feed(reply[start : start + chunk_size])
-        if fed % 97 == 0:  # checked as it goes, so a parser that keeps the history fails fast
-            kept = characters_kept(p)
-            assert kept <= 200, (f"after feeding {start + chunk_size:,} characters the parser keeps {kept:,}: "
-                                 "keep only the ambiguous suffix and the tags, never the history")
+    starts = range(0, len(reply), chunk_size)
+    for first in range(0, len(starts), 97):  # 97 feeds per crossing of the sandbox, then a look
+        each(p.feed, [reply[start : start + chunk_size] for start in starts[first : first + 97]])
+        start = starts[min(first + 97, len(starts)) - 1]
+        kept = characters_kept(p)  # checked as it goes, so a parser that keeps the history fails fast
+        assert kept <= 200, (f"after feeding {start + chunk_size:,} characters the parser keeps {kept:,}: "
+                             "keep only the ambiguous suffix and the tags, never the history")
 
 
 # ---------------------------------------------------------- task 2: feed, properties

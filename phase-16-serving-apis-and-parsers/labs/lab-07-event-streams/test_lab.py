@@ -24,6 +24,7 @@ from openai.lib.streaming.responses._responses import ResponseStreamState
 
 from mini_vllm.families import TOKENIZER_FAMILIES
 from mini_vllm.labs import load_lab, reference_lab
+from mini_vllm.sandbox import each
 from mini_vllm.testing.events import (
     Violation,
     anthropic_stop_reason,
@@ -102,8 +103,7 @@ def item_events(formatter: Any, run: ReplyRun) -> tuple[list[dict[str, Any]], li
     """The items (or blocks) only: every step's events, then ``close()``. (No lifecycle: tasks 1, 2, 4.)"""
     events: list[dict[str, Any]] = []
     step_of: list[int] = []
-    for number, step in enumerate(run.steps):
-        new = formatter.events(step)
+    for number, new in enumerate(each(formatter.events, run.steps)):  # every step in order, one crossing
         events += new
         step_of += [number] * len(new)
     closing = formatter.close("incomplete" if run.finish_reason == "length" else "completed")
@@ -114,8 +114,7 @@ def whole_stream(formatter: Any, run: ReplyRun) -> tuple[list[dict[str, Any]], l
     """The whole stream, as the server sends it: start, every step, then finish (or fail)."""
     events = formatter.start()
     step_of = [-1] * len(events)
-    for number, step in enumerate(run.steps):
-        new = formatter.events(step)
+    for number, new in enumerate(each(formatter.events, run.steps)):
         events += new
         step_of += [number] * len(new)
     end = formatter.fail(run.error) if run.error else \

@@ -16,6 +16,7 @@ from mini_vllm.labtypes.lab08 import (
     DONE,
     THINK_END,
     THINKING,
+    TOOL_CALL_START,
     ByteAutomaton,
     CharAutomaton,
     IndexStats,
@@ -24,7 +25,8 @@ from mini_vllm.labtypes.lab08 import (
 )
 
 __all__ = [
-    "CONSTRAINED", "DEAD", "DONE", "THINKING", "THINK_END", "ByteAutomaton", "CharAutomaton", "GrammarCursor",
+    "CONSTRAINED", "DEAD", "DONE", "THINKING", "THINK_END", "TOOL_CALL_START", "ByteAutomaton", "CharAutomaton",
+    "GrammarCursor",
     "IndexStats", "StructuredSampler", "TokenIndex", "TokenMasker", "TokenRejected", "Vocabulary", "lift_to_bytes",
     "utf8_sequences",
 ]
@@ -143,7 +145,8 @@ class TokenMasker:
     def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary) -> None:
         self.automaton = automaton
         self.vocab = vocab
-        self._trie: _Trie | None = None  # built on first use of ``mask``
+        # Built once, here: for Tekken it is a second of Python, and the first mask should not pay it.
+        self._trie = _Trie(vocab.tokens)
 
     def scan(self, state: int) -> list[int]:
         """The plain way: walk every token's bytes from ``state``."""
@@ -163,8 +166,6 @@ class TokenMasker:
 
     def mask(self, state: int) -> list[int]:
         """The same set, walking a trie of the vocabulary: a dead prefix rules out every token below it."""
-        if self._trie is None:
-            self._trie = _Trie(self.vocab.tokens)
         children, ending, step = self._trie.children, self._trie.ending, self.automaton.step
         allowed: list[int] = []
         stack = [(0, state)]
@@ -279,17 +280,21 @@ class StructuredSampler:
 
     ``allowed_at(state)`` gives the mask at an automaton state (an index's lookup).
     The phase goes ``thinking`` (only when the reply starts inside a thought) ->
-    ``constrained`` (after ``</think>``) -> ``done`` (after EOS).
+    ``constrained`` -> ``done`` (after EOS). The thought ends at ``</think>``, whose bytes
+    are the thought's; with ``implicit_end`` (``<tool_call>`` for a forced call) it also
+    ends where that tag begins, and the tag is the first thing the grammar reads.
     """
 
     def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary, allowed_at: Callable[[int], Sequence[int]],
-                 *, thinking: bool = False) -> None:
+                 *, thinking: bool = False, implicit_end: bytes | None = None) -> None:
         self.automaton = automaton
         self.vocab = vocab
         self.allowed_at = allowed_at
+        self.implicit_end = implicit_end
         self.phase = THINKING if thinking else CONSTRAINED
         self.state = automaton.start
-        self._tail = b""  # the thought's last bytes: </think> may arrive split over tokens
+        self._tail = b""  # the thought's last bytes: a tag may arrive split over tokens
+        self._tail_size = max(len(THINK_END), len(implicit_end or b"")) - 1
         self._ordinary = [i for i, data in enumerate(vocab.tokens) if data is not None]
 
     def choose(self, scores: Sequence[float]) -> int:
@@ -314,16 +319,25 @@ class StructuredSampler:
         while True:
             best = _best([i for i in self._ordinary if i not in refused] if refused else self._ordinary, scores)
             data = self._tail + (self.vocab.tokens[best] or b"")
-            end = data.find(THINK_END)
-            if end < 0:
-                self._tail = data[-(len(THINK_END) - 1):]
+            output = self._output_after_thought(data)
+            if output is None:  # still thinking
+                self._tail = data[len(data) - self._tail_size:] if len(data) > self._tail_size else data
                 return best
-            # The thought ends inside this token; whatever the token carries after the tag is output.
-            after = self._walk(self.automaton.start, data[end + len(THINK_END):])
+            after = self._walk(self.automaton.start, output)
             if after != DEAD:
                 self.phase, self.state = CONSTRAINED, after
                 return best
-            refused.add(best)
+            refused.add(best)  # it would end the thought with bytes the grammar refuses: the next best
+
+    def _output_after_thought(self, data: bytes) -> bytes | None:
+        """What ``data`` holds after the thought's end (the grammar's first bytes), or None if the thought goes on."""
+        closed = data.find(THINK_END)
+        opened = data.find(self.implicit_end) if self.implicit_end else -1
+        if opened >= 0 and (closed < 0 or opened < closed):
+            return data[opened:]  # the call's tag ends the thought and starts the output
+        if closed >= 0:
+            return data[closed + len(THINK_END):]
+        return None
 
     def _walk(self, state: int, data: bytes) -> int:
         for byte in data:

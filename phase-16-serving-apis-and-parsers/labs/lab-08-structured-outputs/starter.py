@@ -15,6 +15,7 @@ from mini_vllm.labtypes.lab08 import (
     DONE,
     THINK_END,
     THINKING,
+    TOOL_CALL_START,
     ByteAutomaton,
     CharAutomaton,
     IndexStats,
@@ -23,7 +24,8 @@ from mini_vllm.labtypes.lab08 import (
 )
 
 __all__ = [
-    "CONSTRAINED", "DEAD", "DONE", "THINKING", "THINK_END", "ByteAutomaton", "CharAutomaton", "GrammarCursor",
+    "CONSTRAINED", "DEAD", "DONE", "THINKING", "THINK_END", "TOOL_CALL_START", "ByteAutomaton", "CharAutomaton",
+    "GrammarCursor",
     "IndexStats", "StructuredSampler", "TokenIndex", "TokenMasker", "TokenRejected", "Vocabulary", "lift_to_bytes",
     "utf8_sequences",
 ]
@@ -65,6 +67,7 @@ class TokenMasker:
     def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary) -> None:
         self.automaton = automaton
         self.vocab = vocab
+        # Build the byte trie `mask` walks here, once (README, task 2).
 
     def scan(self, state: int) -> list[int]:
         """The plain way: walk every token's bytes from ``state``. Sorted ids, EOS when accepting."""
@@ -117,14 +120,17 @@ class StructuredSampler:
 
     ``allowed_at(state)`` gives the mask at an automaton state (an index's lookup).
     ``phase`` goes ``thinking`` (only when the reply starts inside a thought) ->
-    ``constrained`` (after ``</think>``) -> ``done`` (after EOS).
+    ``constrained`` -> ``done`` (after EOS). The thought ends at ``</think>``; with
+    ``implicit_end`` (``<tool_call>`` for a forced call) it also ends where that tag begins,
+    and the tag is the first thing the grammar reads.
     """
 
     def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary, allowed_at: Callable[[int], Sequence[int]],
-                 *, thinking: bool = False) -> None:
+                 *, thinking: bool = False, implicit_end: bytes | None = None) -> None:
         self.automaton = automaton
         self.vocab = vocab
         self.allowed_at = allowed_at
+        self.implicit_end = implicit_end
         self.phase = THINKING if thinking else CONSTRAINED
         self.state = automaton.start
 

@@ -1,0 +1,449 @@
+"""One end of the sandbox's channel: requests, replies, and the objects each side lends the other.
+
+Both processes run a :class:`Peer`. A request names an operation on an object the receiver
+owns (``call``, ``getattr``, ...) or on a lab by path (``call_path``); while a side waits for
+its reply it serves the other side's requests, so calls nest: the tests call the student's
+``feed``, which calls back the trusted tokenizer, which answers, and ``feed`` returns.
+
+The two sides do not trust each other equally. The child serves anything (it is the
+student's process). The trusted side serves only what :class:`Lender` allows: public methods
+of objects the tests handed over, and it never hands out a module, a class or a function
+it was not given, so no chain of attribute look-ups reaches the grader's internals.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import select
+import struct
+import threading
+import time
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from mini_vllm.sandbox.mirrors import BUILDERS, COUNTING_MIRRORS, Accounts
+from mini_vllm.sandbox.wire import Codec, WireError
+
+REQUEST, REPLY, FAILED, ACCOUNT = 0, 1, 2, 3
+PARENT, CHILD = 0, 1
+MAX_MESSAGE = 256 * 2**20  # a reply larger than this is a runaway, not an answer
+_HEADER = struct.Struct("<I")
+# Special methods a proxy forwards; comparisons and hashing stay local (identity), so an
+# object from the other side can never decide that it equals what a test expects.
+FORWARDED = frozenset({"__len__", "__iter__", "__next__", "__bool__", "__getitem__", "__contains__", "__str__",
+                       "__repr__", "__call__"})
+UNSAFE_TYPES = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                types.CodeType, types.FrameType, types.TracebackType, types.GeneratorType)
+
+
+class ChannelClosed(Exception):
+    """The other process is gone (it exited, crashed, or was killed)."""
+
+
+class CallTimedOut(Exception):
+    """The reply did not come within the budget."""
+
+
+def public_methods(cls: type) -> list[str]:
+    names = set()
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        for name, member in vars(klass).items():
+            if (not name.startswith("_") or name in FORWARDED) and (
+                    inspect.isfunction(member) or isinstance(member, (staticmethod, classmethod))
+                    or inspect.ismethoddescriptor(member)):
+                names.add(name)
+    return sorted(names)
+
+
+class Remote:
+    """Stands for an object the other process owns. Attribute look-ups and calls become requests."""
+
+    __slots__ = ("__weakref__", "_sandbox_id", "_sandbox_methods", "_sandbox_peer")
+
+    def __init__(self, peer: Peer, object_id: int, methods: frozenset[str]) -> None:
+        object.__setattr__(self, "_sandbox_peer", peer)
+        object.__setattr__(self, "_sandbox_id", object_id)
+        object.__setattr__(self, "_sandbox_methods", methods)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name in self._sandbox_methods:
+            return RemoteMethod(self, name)
+        return self._sandbox_peer.request("getattr", self._sandbox_id, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._sandbox_peer.request("setattr", self._sandbox_id, name, value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._sandbox_peer.request("call", self._sandbox_id, None, list(args), kwargs)
+
+    def _forward(self, special: str, *args: Any) -> Any:
+        return self._sandbox_peer.request("call", self._sandbox_id, special, list(args), {})
+
+    def __len__(self) -> int:
+        return int(self._forward("__len__"))
+
+    def __iter__(self) -> Any:
+        return self._sandbox_peer.request("iter", self._sandbox_id)
+
+    def __next__(self) -> Any:
+        return self._forward("__next__")
+
+    def __bool__(self) -> bool:
+        return self._sandbox_peer.request("bool", self._sandbox_id) is True
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._forward("__getitem__", key)
+
+    def __contains__(self, item: Any) -> bool:
+        return self._sandbox_peer.request("contains", self._sandbox_id, item) is True
+
+    def __repr__(self) -> str:
+        text = self._sandbox_peer.request("repr", self._sandbox_id)
+        return text if isinstance(text, str) else "<remote object>"
+
+    def __str__(self) -> str:
+        text = self._sandbox_peer.request("str", self._sandbox_id)
+        return text if isinstance(text, str) else "<remote object>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Remote) and other._sandbox_peer is self._sandbox_peer \
+            and other._sandbox_id == self._sandbox_id
+
+    def __hash__(self) -> int:
+        return hash((id(self._sandbox_peer), self._sandbox_id))
+
+    def __del__(self) -> None:
+        peer = self._sandbox_peer
+        if peer is not None:
+            object_id = self._sandbox_id
+            peer.released.append([object_id, peer.seen.get(object_id, 0)])
+
+
+class RemoteMethod:
+    """``proxy.feed``: calling it is one request, not a look-up and then a call."""
+
+    __slots__ = ("name", "owner")
+
+    def __init__(self, owner: Remote, name: str) -> None:
+        self.owner = owner
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        owner = self.owner
+        return owner._sandbox_peer.request("call", owner._sandbox_id, self.name, list(args), kwargs)
+
+    def __repr__(self) -> str:
+        return f"<remote method {self.name}>"
+
+
+class Lender:
+    """What one side lets the other do with the objects it lends. The child lends freely."""
+
+    strict = False
+
+    def check_method(self, obj: Any, name: str | None) -> None:
+        pass
+
+    def check_attribute(self, obj: Any, name: str) -> None:
+        pass
+
+    def check_set(self, obj: Any, name: str) -> None:
+        pass
+
+    def check_result(self, value: Any) -> None:
+        pass
+
+    def call_path(self, path: list[str], args: list[Any], kwargs: dict[str, Any]) -> Any:
+        raise WireError("nothing is served by path here")
+
+
+class StrictLender(Lender):
+    """The trusted side: public methods of lent objects only; no module, class or function goes out."""
+
+    strict = True
+
+    def check_method(self, obj: Any, name: str | None) -> None:
+        if name is None:
+            if not callable(obj):
+                raise TypeError("that object is not callable")
+            return
+        if (name.startswith("_") and name not in FORWARDED) or name.startswith("sandbox_"):
+            raise AttributeError(f"{type(obj).__name__}.{name} is not public")
+        member = inspect.getattr_static(type(obj), name, None)
+        if not (inspect.isfunction(member) or isinstance(member, (staticmethod, classmethod))
+                or inspect.ismethoddescriptor(member)):
+            raise AttributeError(f"{type(obj).__name__} has no public method {name!r}")
+
+    def check_attribute(self, obj: Any, name: str) -> None:
+        if name.startswith("_"):
+            raise AttributeError(f"{type(obj).__name__}.{name} is not public")
+
+    def check_set(self, obj: Any, name: str) -> None:
+        raise PermissionError(f"graded code cannot set {type(obj).__name__}.{name}: the tests' objects are read-only "
+                              "to it (a counter, for one, must count what happened)")
+
+    def check_result(self, value: Any) -> None:
+        if isinstance(value, UNSAFE_TYPES) and not isinstance(value, types.GeneratorType):
+            raise TypeError(f"a {type(value).__name__} cannot be handed to graded code")
+
+
+class Peer:
+    """One end of the channel: a table of lent objects, and a loop that sends and serves requests."""
+
+    def __init__(self, side: int, read_fd: int, write_fd: int, lender: Lender,
+                 rebuild_family: Callable[[str], Any]) -> None:
+        self.side = side
+        self._read_fd = read_fd
+        self._write_fd = write_fd
+        self.lender = lender
+        self._lent: dict[int, Any] = {}
+        self._sent: dict[int, int] = {}  # object id -> how many times a reference to it went out
+        self.seen: dict[int, int] = {}  # remote object id -> how many references to it came in
+        self._proxies: weakref.WeakValueDictionary[int, Remote] = weakref.WeakValueDictionary()
+        self._ids: dict[int, int] = {}  # id(obj) -> object id, so one object is one reference
+        self._next_id = 1
+        self._described: set[type] = set()
+        self._methods: dict[int, frozenset[str]] = {}
+        self.released: list[int] = []
+        self._next_request = 1
+        self._lock = threading.RLock()
+        self._buffer = bytearray()
+        self.closed = False
+        self.accounts = Accounts()
+        self.codec = Codec(self._to_ref, self._from_ref, rebuild_family, self._build_mirror, side == PARENT)
+        self.serving_args = False  # True while encoding arguments the trusted side chose to lend
+        self.class_names: dict[int, str] = {}  # remote object id -> its class's name, for messages
+
+    # ------------------------------------------------------------------ references
+
+    def _build_mirror(self, kind: Any, state: Any, account: Any) -> Any:
+        builder = BUILDERS.get(kind) if isinstance(kind, str) else None
+        if builder is None:
+            raise WireError(f"no stand-in of kind {kind!r}")
+        build, counts = builder
+        if counts and (self.side == PARENT or not isinstance(account, int)):
+            raise WireError("only the trusted side's objects report counts")  # and never to the child
+        return build(state, account, self.accounts)
+
+    def _to_ref(self, obj: Any) -> list[Any]:
+        if isinstance(obj, Remote) and obj._sandbox_peer is self:  # a proxy going home: the owner's own object
+            return [1 - self.side, obj._sandbox_id, 0, None, "Remote"]
+        home = getattr(obj, "sandbox_home", None) if isinstance(obj, COUNTING_MIRRORS) else None
+        if home is not None:  # a stand-in going back: it is the other side's own object
+            return [1 - self.side, home, 0, None, type(obj).__name__]
+        if self.lender.strict and not self.serving_args:
+            self.lender.check_result(obj)
+        object_id = self._ids.get(id(obj))
+        if object_id is None or self._lent.get(object_id) is not obj:
+            object_id = self._next_id
+            self._next_id += 1
+            self._lent[object_id] = obj
+            self._ids[id(obj)] = object_id
+        self._sent[object_id] = self._sent.get(object_id, 0) + 1
+        cls = type(obj)
+        methods = None
+        if cls not in self._described:
+            self._described.add(cls)
+            methods = public_methods(cls)
+        return [self.side, object_id, id(cls), methods, cls.__qualname__]
+
+    def _from_ref(self, payload: list[Any]) -> Any:
+        owner, object_id, class_key, methods, class_name = payload
+        if owner == self.side:  # one of ours, coming home
+            if object_id not in self._lent:
+                raise WireError(f"no object {object_id} here")
+            return self._lent[object_id]
+        if methods is not None:
+            self._methods[class_key] = frozenset(methods)
+        if isinstance(class_name, str):
+            self.class_names[object_id] = class_name
+        self.seen[object_id] = self.seen.get(object_id, 0) + 1
+        proxy = self._proxies.get(object_id)
+        if proxy is None:  # one proxy per remote object, so its release means nobody here holds it
+            proxy = self._proxies[object_id] = Remote(self, object_id, self._methods.get(class_key, frozenset()))
+        return proxy
+
+    # ------------------------------------------------------------------ the wire
+
+    def send(self, message: list[Any]) -> None:
+        if self.accounts.pending:  # what the stand-ins counted goes first, before the reply it led to
+            self._write(self.codec.encode([ACCOUNT, 0, self.accounts.take()]))
+        self._write(self.codec.encode(message))
+
+    def _write(self, data: bytes) -> None:
+        try:
+            view = memoryview(_HEADER.pack(len(data)) + data)
+            while view:
+                written = os.write(self._write_fd, view)
+                view = view[written:]
+        except (BrokenPipeError, OSError) as error:
+            self.closed = True
+            raise ChannelClosed(str(error)) from None
+
+    def receive(self, deadline: float | None) -> list[Any]:
+        while True:
+            if len(self._buffer) >= 4:
+                (size,) = _HEADER.unpack_from(self._buffer)
+                if size > MAX_MESSAGE:
+                    self.closed = True
+                    raise WireError(f"a message of {size:,} bytes, over the {MAX_MESSAGE:,}-byte limit")
+                if len(self._buffer) >= 4 + size:
+                    data = bytes(self._buffer[4:4 + size])
+                    del self._buffer[:4 + size]
+                    message = self.codec.decode(data)
+                    if not (isinstance(message, list) and len(message) >= 2 and message[0] in (0, 1, 2, 3)):
+                        raise WireError("a message of the wrong shape")
+                    return message
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CallTimedOut()
+                ready, _, _ = select.select([self._read_fd], [], [], left)
+                if not ready:
+                    raise CallTimedOut()
+            try:
+                chunk = os.read(self._read_fd, 1 << 20)
+            except OSError as error:
+                chunk = b""
+                del error
+            if not chunk:
+                self.closed = True
+                raise ChannelClosed("the other process closed the channel")
+            self._buffer += chunk
+
+    # ------------------------------------------------------------------ requests
+
+    def request(self, op: str, *args: Any) -> Any:
+        """Send one request and wait for its reply, serving the other side's requests meanwhile."""
+        with self._lock:
+            if self.closed:
+                raise ChannelClosed("the channel is closed")
+            return self._await(self._send_request(op, args), None)
+
+    def _send_request(self, op: str, args: tuple[Any, ...]) -> int:
+        number = self._next_request
+        self._next_request += 1
+        released, self.released = self.released, []
+        self.serving_args = True  # what the requester passes, it chose to lend
+        try:
+            self.send([REQUEST, number, op, list(args), released])
+        finally:
+            self.serving_args = False
+        return number
+
+    def _await(self, number: int, deadline: float | None) -> Any:
+        while True:
+            message = self.receive(deadline)
+            kind = message[0]
+            if kind == REQUEST:
+                self.serve(message)
+                continue
+            if kind == ACCOUNT:
+                self._apply_accounts(message[2])
+                continue
+            if not isinstance(message[1], int) or message[1] > number:
+                raise WireError(f"a reply to request {message[1]!r} while waiting for {number}")
+            if message[1] < number:
+                continue  # the late reply of a request that was abandoned (interrupted): nobody waits for it
+            if kind == REPLY:
+                return message[2]
+            error = message[2]
+            if not isinstance(error, BaseException):
+                raise WireError("a failure that is not an exception")
+            raise error
+
+    def serve(self, message: list[Any]) -> None:
+        """Carry out one request from the other side and send its reply."""
+        _, number, op, args, released = message[:5]
+        for entry in released if isinstance(released, list) else ():
+            self._release(entry)
+        try:
+            result = self.perform(op, args)
+            reply: list[Any] = [REPLY, number, result]
+            self.send(reply)
+        except (ChannelClosed, KeyboardInterrupt):
+            raise
+        except BaseException as error:  # the other side's request failed: it gets the exception
+            self.annotate(error)
+            try:
+                self.send([FAILED, number, error])
+            except WireError as unsendable:
+                self.send([FAILED, number, WireError(str(unsendable))])
+
+    def _apply_accounts(self, accounts: Any) -> None:
+        """Counts a stand-in kept over there, added to the object they belong to here."""
+        if self.side != PARENT or not isinstance(accounts, dict):
+            raise WireError("counts where none are expected")
+        for object_id, counts in accounts.items():
+            obj = self._lent.get(object_id)
+            valid = isinstance(counts, dict) and all(
+                isinstance(k, str) and type(v) is int and v >= 0 for k, v in counts.items())
+            if obj is None or not valid or not hasattr(obj, "sandbox_account"):
+                raise WireError(f"counts for object {object_id!r} that cannot take them")
+            obj.sandbox_account(counts)
+
+    def _release(self, entry: Any) -> None:
+        """The other side dropped its proxy. Forget the object, unless a reference to it is still on the way.
+
+        A release counts the references its side had received; if more went out since, a new
+        proxy stands for the object over there, and it will send its own release.
+        """
+        if not (isinstance(entry, list) and len(entry) == 2):
+            return
+        object_id, seen = entry
+        if self._sent.get(object_id) != seen:
+            return
+        obj = self._lent.pop(object_id, None)
+        self._sent.pop(object_id, None)
+        if obj is not None:
+            self._ids.pop(id(obj), None)
+
+    def annotate(self, error: BaseException) -> None:
+        """Hook: the child attaches the student's frames of the traceback."""
+
+    def perform(self, op: str, args: list[Any]) -> Any:
+        lender = self.lender
+        if op == "call_path":
+            path, call_args, kwargs = args
+            return lender.call_path(path, call_args, kwargs)
+        obj = self._owned(args[0])
+        if op == "call":
+            _, name, call_args, kwargs = args
+            lender.check_method(obj, name)
+            target = obj if name is None else getattr(obj, name)
+            return target(*call_args, **kwargs)
+        if op == "map":  # the same method over many argument lists, in order, as a loop would call it
+            _, name, calls = args
+            lender.check_method(obj, name)
+            method = getattr(obj, name)
+            return [method(*call) for call in calls]
+        if op == "getattr":
+            lender.check_attribute(obj, args[1])
+            return getattr(obj, args[1])
+        if op == "setattr":
+            lender.check_set(obj, args[1])
+            setattr(obj, args[1], args[2])
+            return None
+        if op == "iter":
+            return iter(obj)
+        if op == "bool":
+            return bool(obj)
+        if op == "contains":
+            return args[1] in obj
+        if op == "repr":
+            return repr(obj)
+        if op == "str":
+            return str(obj)
+        raise WireError(f"unknown operation {op!r}")
+
+    def _owned(self, object_id: Any) -> Any:
+        if not isinstance(object_id, int) or object_id not in self._lent:
+            raise WireError(f"no object {object_id!r} here")
+        return self._lent[object_id]

@@ -1,0 +1,191 @@
+"""The grader's own tests: dishonest submissions earn nothing, honest ones lose nothing.
+
+Each file in ``instructor/dishonest/`` is a lab-03 submission that implements no task and attacks the
+grade instead (see that folder's README). They are graded as ``make lab-03`` grades a student's
+file: pytest with the grading plugin, ``LAB_SANDBOX=1``. A batch of them runs in one grading
+process, the honest reference last, so an attack that left anything behind (a patched module, a
+changed file, a stray process) would show in the reference's grade after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from instructor.contract import LabRun, run_jobs
+from instructor.variants import Job
+from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
+from mini_vllm.sandbox.isolation import probe
+
+pytestmark = [pytest.mark.contract, pytest.mark.timeout(1200)]
+
+LAB_03 = next(LABS_DIR.glob("lab-03-*"))
+TAG = uuid.uuid4().hex  # marks this run's grading children, so a leftover one can be found
+DISHONEST = REPO_ROOT / "instructor" / "dishonest"
+# Grouped so that each batch's grading process runs once, on one worker (see test_course_contract).
+BATCHES = {
+    "tampering": ["patches_pytest", "patches_the_grader", "forges_results", "patches_conftest", "writes_the_engine",
+                  "skips_every_test"],
+    "peeking": ["loads_the_reference", "reads_the_reference", "imports_the_oracle", "reads_another_lab",
+                "opens_a_connection"],
+    "runaway": ["exits_in_feed", "hangs_in_feed", "allocates_without_bound", "forks_without_bound"],
+}
+WATCHED = [REPO_ROOT / "conftest.py", REPO_ROOT / "mini_vllm" / "labs.py",
+           REPO_ROOT / "mini_vllm" / "testing" / "grading.py"]
+
+
+def digest(paths: list[Path]) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+class Listener:
+    """A server on 127.0.0.1 that records whether anybody reached it."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.2)
+        self.port = self.server.getsockname()[1]
+        self.reached = False
+        self.stopping = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopping:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                continue
+            self.reached = True
+            connection.close()
+
+    def close(self) -> None:
+        self.stopping = True
+        self.thread.join()
+        self.server.close()
+
+
+@pytest.fixture(scope="module")
+def listener() -> Iterator[Listener]:
+    running = Listener()
+    yield running
+    running.close()
+
+
+graded_batches: dict[str, tuple[dict[str, LabRun], dict[str, str], dict[str, str]]] = {}
+
+
+def graded(batch: str, listener: Listener) -> tuple[dict[str, LabRun], dict[str, str], dict[str, str]]:
+    """Grade a batch, then the reference, in one process; and the watched files before and after."""
+    if batch not in graded_batches:
+        before = digest(WATCHED)
+        env = {"LAB_SANDBOX": "1", "DISHONEST_PORT": str(listener.port), "LAB_SANDBOX_TAG": f"dishonest-{TAG}"}
+        jobs = [Job(name, {**env, "LAB_IMPL_03": str(DISHONEST / f"{name}.py")}) for name in BATCHES[batch]]
+        jobs.append(Job("reference-after", {**env, "LAB_IMPL_03": str(impl_path("lab-03", "solution"))}))
+        runs = run_jobs(LAB_03, jobs, timeout=600)  # the bound on the whole grading: it must end by itself
+        graded_batches[batch] = (runs, before, digest(WATCHED))
+    return graded_batches[batch]
+
+
+def batch_param(batch: str) -> list[object]:
+    return [pytest.param(batch, name, id=name, marks=[pytest.mark.xdist_group(f"dishonest-{batch}")])
+            for name in BATCHES[batch]]
+
+
+@pytest.mark.parametrize(("batch", "name"), [p for b in BATCHES for p in batch_param(b)])
+def test_a_dishonest_submission_earns_nothing(batch: str, name: str, listener: Listener) -> None:
+    runs, before, after = graded(batch, listener)
+    run = runs[name]
+    honest = runs["reference-after"].results
+    assert run.results, f"{name}: the trusted side must always write the results:\n{run.output[-1500:]}"
+    assert run.results["score"] == 0, (
+        f"{name} implements no task, so it must earn nothing; it got {run.results['score']}:\n"
+        + "\n".join(f"  {t['name']}: {t['score']}" for t in run.tests if t["score"]))
+    assert run.results["extra_data"]["max_score"] == honest["extra_data"]["max_score"] > 0, (
+        f"{name}: the maximum is the course's ({honest['extra_data']['max_score']}), whatever the submission did: "
+        f"{run.results['extra_data']['max_score']}")
+    assert len(run.tests) == len(runs["reference-after"].tests), f"{name}: every graded test is a result"
+    assert before == after, f"{name}: the course's files changed during the grading: {before} != {after}"
+    assert honest["score"] == honest["extra_data"]["max_score"], (
+        f"the reference graded after {batch} lost points, so an attack left something behind: {honest}")
+
+
+def test_the_network_was_out_of_reach(listener: Listener) -> None:
+    runs, _, _ = graded("peeking", listener)
+    assert runs["opens_a_connection"].results["score"] == 0
+    if probe().namespaces:
+        assert not listener.reached, "graded code reached a server on 127.0.0.1: the child has a network"
+
+
+def test_a_lab_that_reads_answers_does_not_import(listener: Listener) -> None:
+    """Reading the reference, the tests or another lab's answer fails where the child looks."""
+    runs, _, _ = graded("peeking", listener)
+    for name in ("loads_the_reference", "reads_another_lab"):
+        outputs = {t["output"].splitlines()[0] for t in runs[name].tests}
+        assert all("does not import" in o for o in outputs), f"{name}: {sorted(outputs)[:3]}"
+
+
+def test_runaway_code_is_stopped_and_named(listener: Listener) -> None:
+    runs, _, _ = graded("runaway", listener)
+    hang = [t["output"] for t in runs["hangs_in_feed"].tests]
+    assert any("StreamingDetokenizer.feed did not return within" in o for o in hang), hang[:3]
+    died = [t["output"] for t in runs["exits_in_feed"].tests]
+    assert any("ended during StreamingDetokenizer.feed" in o for o in died), died[:3]
+    left = subprocess.run(["pgrep", "-f", f"dishonest-{TAG}"], capture_output=True, text=True).stdout.split()
+    assert not left, f"processes of the runaway submissions outlived their grading: {left}"
+
+
+def test_a_lab_that_does_not_import_costs_that_lab_only(tmp_path: Path) -> None:
+    """A syntax error in lab-05's file: lab-05 scores 0 with the error on the scorecard; lab-03 is graded as usual."""
+    broken = tmp_path / "broken.py"
+    broken.write_text("def truncate_at_stop(text, stop:\n    return text\n", encoding="utf-8")
+    results = tmp_path / "results.json"
+    lab_05 = next(LABS_DIR.glob("lab-05-*"))
+    env = {**os.environ, "LAB_SANDBOX": "1", "LAB_IMPL": "solution", "LAB_IMPL_05": str(broken),
+           "HYPOTHESIS_PROFILE": "contract"}
+    env = {k: v for k, v in env.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
+    done = subprocess.run([sys.executable, "-m", "pytest", str(LAB_03), str(lab_05), "-q", "--tb=no", "-p",
+                           "no:cacheprovider", "-m", "not control", "--grade", str(results)],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    tests = json.loads(results.read_text(encoding="utf-8"))["tests"]
+    by_lab: dict[str, list[dict[str, Any]]] = {}
+    for test in tests:
+        by_lab.setdefault(test["name"].split(" › ")[0], []).append(test)
+    lab_03 = by_lab["lab-03-streaming-detokenizer"]
+    lab_05_tests = by_lab["lab-05-stop-strings"]
+    assert all(t["score"] == t["max_score"] for t in lab_03), "lab-03 is graded as usual beside a broken lab-05"
+    assert lab_05_tests and all(t["score"] == 0 for t in lab_05_tests), "the broken lab scores 0"
+    assert all("lab-05 does not import: SyntaxError" in t["output"] for t in lab_05_tests), lab_05_tests[0]["output"]
+    assert "does not import: SyntaxError" in done.stdout, f"the scorecard shows the error:\n{done.stdout[-2000:]}"
+
+
+def test_graded_code_cannot_touch_the_tests_counters() -> None:
+    """What the child may ask of an object the tests lent it: its public methods, never its counters.
+
+    A child that found its channel could otherwise reset a counting tokenizer (``setattr``) or hand it
+    a negative count (``sandbox_account``) and pass a cost test with a quadratic detokenizer.
+    """
+    from mini_vllm import ByteTokenizer
+    from mini_vllm.sandbox.peer import StrictLender
+    from mini_vllm.testing.tokenizers import CountingTokenizer
+
+    lender, counting = StrictLender(), CountingTokenizer(ByteTokenizer())
+    lender.check_method(counting, "decode")  # the tokenizer's own interface is what it is lent for
+    for forged in ("sandbox_account", "sandbox_mirror", "__init__", "_private"):
+        with pytest.raises(AttributeError):
+            lender.check_method(counting, forged)
+    with pytest.raises(PermissionError):
+        lender.check_set(counting, "ids_decoded")
+    with pytest.raises(TypeError):
+        lender.check_result(os)  # no module, class or function is ever handed to graded code
