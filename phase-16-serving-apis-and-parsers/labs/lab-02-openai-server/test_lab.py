@@ -117,7 +117,8 @@ def checked(call: str, step: Any) -> Any:
     except (NotImplementedError, AssertionError):  # a stub names its task; an assertion is already a rule
         raise
     except Exception as error:  # any error escaping a well-formed reply is the pipeline's
-        problem = escaped_error(error, f"OutputPipeline.{call}", escape_rule(error), getattr(lab, "__file__", None))
+        problem = escaped_error(error, f"OutputPipeline.{call}", escape_rule(error), getattr(lab, "__file__", None),
+                                "lab-02")
     pytest.fail(problem, pytrace=False)  # outside the except: no "during handling" traceback above it
 
 
