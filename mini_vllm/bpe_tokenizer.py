@@ -199,7 +199,7 @@ class BPETokenizer(MergeTokenizer):
         spec = BPEFile.read(path)
         tokenizer = cls(spec.vocab, spec.merges, spec.special_tokens)
         if Path(path) == Path(SHIPPED_TOKENIZER):  # the shipped file: the grading sandbox can rebuild it by name
-            tokenizer.sandbox_family = "bpe"
+            tokenizer.sandbox_family = "bpe"  # type: ignore[attr-defined]
         return tokenizer
 
     def _words(self, text: str, at_start: bool) -> list[str]:

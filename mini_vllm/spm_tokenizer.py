@@ -53,7 +53,7 @@ class SentencePieceBPETokenizer(MergeTokenizer):
             raise ValueError(f"{path}: expected a BPE model with byte_fallback")
         tokenizer = cls(spec.vocab, spec.merges, spec.special_tokens)
         if Path(path) == Path(SHIPPED_SPM_TOKENIZER):  # the shipped file: the grading sandbox can rebuild it by name
-            tokenizer.sandbox_family = "spm"
+            tokenizer.sandbox_family = "spm"  # type: ignore[attr-defined]
         return tokenizer
 
     def _words(self, text: str, at_start: bool) -> list[str]:

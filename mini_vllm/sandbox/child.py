@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
     from mini_vllm.sandbox.peer import CHILD, REQUEST, ChannelClosed
 
     child = Child(Path("/tmp" if walls["namespaces"] else walls["workdir"]))
-    peer = StudentPeer(CHILD, read_fd, write_fd, ChildLender(child), rebuild_family)
+    peer = StudentPeer(CHILD, read_fd, write_fd, ChildLender(child), rebuild_family)  # type: ignore[arg-type]
     child.peer = peer
     while True:
         try:
@@ -107,8 +107,8 @@ class Child:
             self.references[number] = self._write(f"reference_{number}", shown, text)
         import mini_vllm.labs as labs
 
-        labs.load_lab = self.load_lab  # type: ignore[assignment]
-        labs.impl_path = self.impl_path  # type: ignore[assignment]
+        labs.load_lab = self.load_lab
+        labs.impl_path = self.impl_path
         module = self.load_lab(lab)
         return sorted(name for name in vars(module) if not name.startswith("_"))
 

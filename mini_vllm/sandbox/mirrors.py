@@ -141,7 +141,7 @@ def _counted(name: str) -> Any:
 
 for _name in COUNTED_STR_METHODS:
     setattr(CountingStrMirror, _name, _counted(_name))
-CountingStrMirror.__hash__ = str.__hash__  # type: ignore[method-assign]
+CountingStrMirror.__hash__ = str.__hash__  # type: ignore[method-assign, assignment]
 
 
 def _counting_str(text: Any, object_id: int | None, accounts: Accounts) -> CountingStrMirror:

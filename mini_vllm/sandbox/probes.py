@@ -73,7 +73,7 @@ class ScanCounter:
     def _counting_reader(self, reader_class: type) -> type:
         counts = self.counts
 
-        class CountingReader(reader_class):  # type: ignore[misc, valid-type]
+        class CountingReader(reader_class):  # type: ignore[misc]
             def feed(self, text: str) -> Any:
                 counts["CallReader.feed"] += len(text)
                 return super().feed(text)

@@ -281,7 +281,7 @@ class Worker:
     def _drain(self, process: subprocess.Popen[bytes]) -> None:
         stream = process.stdout
         assert stream is not None
-        for line in iter(lambda: stream.read1(65536), b""):
+        for line in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
             with self._output_lock:
                 self.output.append(line)
                 self.output_size += len(line)

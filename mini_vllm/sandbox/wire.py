@@ -133,7 +133,7 @@ class Codec:
         if isinstance(obj, BaseException):
             return self._ext_of(ERROR, self.describe_error(obj))
         if is_value(obj):
-            fields = (obj._asdict() if isinstance(obj, tuple)
+            fields = (obj._asdict() if isinstance(obj, tuple)  # type: ignore[attr-defined]
                       else {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
             return self._ext_of(VALUE, [type(obj).__module__, type(obj).__qualname__, self._prepare(fields)])
         family = tokenizer_family(obj)
@@ -191,7 +191,7 @@ class Codec:
             raise WireError(f"{module}.{qualname} is not a declared value type")
         if issubclass(cls, tuple):
             return cls(**fields)
-        declared = {f.name for f in dataclasses.fields(cls)}
+        declared = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         if set(fields) != declared:
             raise WireError(f"{qualname} arrived with fields {sorted(fields)}, declared {sorted(declared)}")
         value = object.__new__(cls)
