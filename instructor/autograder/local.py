@@ -24,16 +24,11 @@ from pathlib import Path
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 
 ROOTS = REPO_ROOT / "build" / "autograder-roots"
-SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def scratch_dir(prefix: str) -> Path:
     """A new folder for autograder roots, reachable by the sandboxed child and not listable by it."""
     ROOTS.mkdir(parents=True, exist_ok=True)
-    real = os.path.realpath(ROOTS)
-    if any(real == s or real.startswith(s + "/") for s in SCRATCH):
-        raise SystemExit(f"{ROOTS} is under a scratch folder the grading sandbox replaces with an empty one: "
-                         "grade from a copy of the course outside /tmp")
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=ROOTS))
     path.chmod(0o711)
     return path

@@ -106,7 +106,7 @@ def wall_off(hidden: list[str], read_only: list[str], reachable: list[str]) -> N
     mount("none", "/", None, MS_REC | MS_PRIVATE)  # nothing done here leaks back to the host
     # A fresh, empty /tmp (and friends) for the child. The course itself may live below one of them
     # (a clone in /tmp): keep a handle on what must stay visible, cover, then mount it back in place.
-    needed = [p for p in (*read_only, *reachable) if os.path.isdir(p)]
+    needed = sorted({p for p in (*read_only, *reachable) if os.path.isdir(p)}, key=len)  # outer folders first
     kept = {p: os.open(p, os.O_PATH) for p in needed if any(_below(p, s) for s in SCRATCH)}
     try:
         for scratch in SCRATCH:
