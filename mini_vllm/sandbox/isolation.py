@@ -159,8 +159,12 @@ def _make_reachable(path: Path, mount: Any) -> None:
 
 def reachable_paths() -> list[str]:
     """What the child must be able to read: the interpreter, its libraries, and the course's engine."""
-    paths = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.executable)}
-    return sorted(paths)
+    wanted = [sys.base_prefix, sys.prefix, sys.executable,
+              *(p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p) and os.path.isdir(p))]
+    # Each as written and as resolved: a venv reached through a symbolic link (an autograder's
+    # venv -> the course's .venv) must exist at both places for the child's imports to find it.
+    paths = {os.path.abspath(p) for p in wanted} | {os.path.realpath(p) for p in wanted}
+    return sorted(p for p in paths if os.path.isdir(p))
 
 
 def readable_by_anyone(path: str) -> bool:

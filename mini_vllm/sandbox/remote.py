@@ -357,17 +357,29 @@ class Worker:
                               f"(the lab goes on in a fresh process)") from None
         except ChannelClosed:
             self.strikes[label] = self.strikes.get(label, 0) + 1
-            code = self.process.poll() if self.process else None
+            process = self.process
+            code = process.wait(timeout=1) if process and _exits_soon(process) else None
+            time.sleep(0.05)  # its last words are still on their way through the output pipe
+            last = [line for line in self.take_output().splitlines() if line.strip()][-6:]
             self.stop()
+            said = ("; its last output:\n" + "\n".join(last)) if last else ""
             raise ChildDied(f"the grading process running your code ended during {label}"
                             f"{f' (exit status {code})' if code is not None else ''}: code must return, "
-                            "not exit or crash (the lab goes on in a fresh process)") from None
+                            f"not exit or crash (the lab goes on in a fresh process){said}") from None
         except WireError as error:
             self.stop()
             raise ChildDied(f"{label}: your code sent back something that is not a value: {error}") from None
         finally:
             if self.output_size:
                 sys.stdout.write(self.take_output())
+
+
+def _exits_soon(process: subprocess.Popen[bytes]) -> bool:
+    try:
+        process.wait(timeout=1)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
 
 
 class RemoteLab:
