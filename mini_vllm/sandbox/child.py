@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
 
     if walls["namespaces"]:
         isolation.wall_off(walls["hidden"], walls["read_only"], walls["reachable"])
-    isolation.become(walls["drop_to"])
+    isolation.become(walls["drop_to"], walls.get("uid"))
     os.chdir("/tmp" if walls["namespaces"] else walls["workdir"])
     _watch_for_interrupts(control_fd)
 

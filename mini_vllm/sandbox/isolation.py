@@ -53,7 +53,7 @@ class Isolation:
         if self.namespaces:
             layers.insert(1, "mount, network and PID namespaces (course read-only, answers and tests hidden)")
         if self.drop_to:
-            layers.insert(1, f"user {self.drop_to}")
+            layers.insert(1, "an unprivileged user of its own")
         return ", ".join(layers)
 
 
@@ -173,13 +173,39 @@ def readable_by_anyone(path: str) -> bool:
     return all(Path(*parts[:depth]).stat().st_mode & 0o001 for depth in range(1, len(parts)))
 
 
-def become(user: str | None) -> None:
-    """Drop to ``user`` (when root), then apply the limits; nothing after this can raise them again."""
+# Each child becomes a user of its own from this range (no account needed: only a number), so the
+# per-user process limit is that child's alone: what one fork bomb leaves behind for a moment after
+# it is killed can never count against the next child, nor against another grading on the machine.
+CHILD_UIDS = range(1_700_000, 1_800_000)
+_next_uid = [CHILD_UIDS.start + (os.getpid() * 997) % len(CHILD_UIDS)]
+
+
+def fresh_uid() -> int:
+    """A user id no other grading child of this process uses (taken in turn from :data:`CHILD_UIDS`)."""
+    uid = _next_uid[0]
+    _next_uid[0] = CHILD_UIDS.start + (uid + 1 - CHILD_UIDS.start) % len(CHILD_UIDS)
+    return uid
+
+
+def end_every_process_of(uid: int) -> None:
+    """Kill whatever still runs as ``uid`` (a forked grandchild that escaped its process group)."""
+    pid = os.fork()
+    if pid == 0:  # the forked copy becomes that user and signals all of its processes, then leaves
+        try:
+            os.setuid(uid)
+            os.kill(-1, 9)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def become(user: str | None, uid: int | None = None) -> None:
+    """Drop to ``uid`` (when root; ``user``'s group), then apply the limits; nothing after this can raise them."""
     if user is not None:
         entry = pwd.getpwnam(user)
         os.setgroups([])
         os.setgid(entry.pw_gid)
-        os.setuid(entry.pw_uid)
+        os.setuid(uid if uid is not None else entry.pw_uid)
         os.environ["HOME"] = "/tmp"
         _limit(resource.RLIMIT_NPROC, MAX_PROCESSES)
     for kind, value in LIMITS.items():

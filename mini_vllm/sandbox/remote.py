@@ -210,6 +210,7 @@ class Worker:
         self._output_lock = threading.Lock()
         self._start_lock = threading.RLock()
         self.scratch: str | None = None
+        self.uid: int | None = None
 
     # ------------------------------------------------------------------ life
 
@@ -247,15 +248,16 @@ class Worker:
         child_read, parent_write = os.pipe()
         control_read, control_write = os.pipe()
         repo = str(Path(__file__).resolve().parents[2])
+        self.uid = isolation.fresh_uid() if walls.drop_to else None
         workdir = "/tmp"  # inside the namespaces: a fresh, empty /tmp of the child's own
         if not walls.namespaces:  # otherwise a private folder of its own, owned by the child's user
             workdir = self.scratch = tempfile.mkdtemp(prefix="lab-sandbox-")
-            if walls.drop_to:
-                user = pwd.getpwnam(walls.drop_to)
-                os.chown(workdir, user.pw_uid, user.pw_gid)
+            if walls.drop_to and self.uid is not None:
+                os.chown(workdir, self.uid, pwd.getpwnam(walls.drop_to).pw_gid)
         config = {
             "namespaces": walls.namespaces,
             "drop_to": walls.drop_to,
+            "uid": self.uid,
             "hidden": [] if self.trusted else isolation.private_paths(Path(repo)),
             "read_only": [repo],
             "reachable": isolation.reachable_paths(),
@@ -317,6 +319,9 @@ class Worker:
             except OSError:
                 process.kill()
             process.wait()
+        if self.uid is not None:  # and anything it forked that outlived its process group
+            isolation.end_every_process_of(self.uid)
+            self.uid = None
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
