@@ -202,7 +202,6 @@ class Worker:
         self.process: subprocess.Popen[bytes] | None = None
         self.peer: ParentPeer | None = None
         self.control_fd = -1
-        self.names: list[str] = []
         self.import_error: str | None = None
         self.strikes: dict[str, int] = {}
         self.output: deque[bytes] = deque()
@@ -225,9 +224,9 @@ class Worker:
             assert self.peer is not None
             try:
                 env = {k: v for k, v in os.environ.items() if k.startswith(("HYPOTHESIS", "LAB_IMPL"))}
-                self.names = self.peer.request("call_path", ["__setup__"],
-                                               [self.number, self.sources, self.references, sorted(self.served),
-                                                env], {})
+                self.peer.request("call_path", ["__setup__"],
+                                  [self.number, self.sources, self.references, sorted(self.served),
+                                   env], {})
             except SandboxFailure as failure:
                 self.import_error = f"lab-{self.number} does not import: {failure}"
                 self.stop()
@@ -414,10 +413,6 @@ class RemoteLab:
     def import_error(self) -> str | None:
         """Why the lab does not import, once that is known (None while it imports or has not been tried)."""
         return self._worker.import_error
-
-    def check_import(self) -> None:
-        """Start the child now (raises :class:`LabDoesNotImport` when the file does not import)."""
-        self._worker.ensure()
 
     def close(self) -> None:
         self._worker.stop()
