@@ -24,7 +24,7 @@ LOCK_TOOL := build/lock-tool
 LOCK_COMMAND := uv pip compile pyproject.toml requirements/build.in --extra dev --generate-hashes \
 	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu -o $(LOCK)
 
-.PHONY: install lock test contract-sandboxed fixtures release autograder grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
+.PHONY: install lock test check contract-sandboxed fixtures release autograder grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
 
 # Every package at the version LOCK names, checked against its hashes; then the course itself,
 # without letting pip pick anything more (its build backend, setuptools, is in the lock too).
@@ -64,8 +64,13 @@ lock:
 	@mv $(LOCK).new $(LOCK)
 	@echo "$(LOCK): $$(grep -c '==' $(LOCK)) packages. Now run make install, and commit $(LOCK)."
 
-## All tests against the solutions, the contract checks on the starters, every notebook (2 workers).
+## The developer's loop: every lab against the solutions, the contract checks on the starters, the fast
+## grader tests, every notebook (2 workers). The slow checks are in `make check`.
 test: install
+	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist loadgroup -m "not slow"
+
+## Everything `make test` runs plus the slow checks (marked slow): the README's full test command, run by CI.
+check: install
 	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist loadgroup
 
 ## The student's repository in DEST (a new folder): one commit, no solutions, no instructor/ folder.
