@@ -10,7 +10,9 @@ reference is recorded here and committed under ``mini_vllm/testing/fixtures/``:
 - ``lab02_pipeline.json.gz``: the reference pipeline's outputs for each request lab-02's task-3
   tests make (they run your ChunkFormatter behind a replay of it);
 - ``lab04_baseline.json``: what the textbook window-diff fallback (a correct, slow lab-04, kept out
-  of the release) does in notebook 04.
+  of the release) does in notebook 04;
+- ``lab08_samples.json``: the reference ``StructuredSampler``'s choices (token, phase) for each of
+  lab-08's task-5 replies (``SAMPLER_CASES``), which the tests compare a student's with.
 
 ``tests/test_fixtures.py`` rebuilds every file in memory and fails when one is stale.
 Usage: ``make fixtures`` (``ARGS="--check"`` only reports, ``ARGS="--redraw"`` draws the texts again).
@@ -155,12 +157,21 @@ def lab02_pipeline() -> dict[str, Any]:
     return record_lab02_requests()
 
 
+def lab08_samples() -> dict[str, Any]:
+    from mini_vllm.testing.structured import SAMPLER_CASES, sampler_run
+
+    reference = load_lab("lab-08", "solution")
+    return {name: [list(step) for step in sampler_run(case, reference.StructuredSampler)]
+            for name, case in SAMPLER_CASES.items()}
+
+
 # file name -> (how to make its data, whether it is gzipped)
 FILES: dict[str, tuple[Callable[[], Any], bool]] = {
     "api.json": (api_listing, False),
     REPLIES_FILE: (lab07_replies, True),
     "lab02_pipeline.json.gz": (lab02_pipeline, True),
     "lab04_baseline.json": (lab04_baseline, False),
+    "lab08_samples.json": (lab08_samples, False),
 }
 
 

@@ -22,8 +22,12 @@ from __future__ import annotations
 import json
 import random
 import weakref
+import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from mini_vllm.tokenizer_base import Tokenizer, encode_continuation
 
@@ -167,24 +171,31 @@ class ToyModel:
         return EMPTY_THOUGHT.lstrip("\n") + THINK_CLOSE + "\n\n" + reply
 
     def scores(self, user_message: str, output_ids: Sequence[int], opened_thought: bool = False) -> list[float]:
-        """Scoring mode: one score per token id for the next token after ``output_ids``.
+        """Scoring mode: one score per token id for the next token after ``output_ids`` (a list: see
+        :meth:`score_array`, which computes them)."""
+        return self.score_array(user_message, output_ids, opened_thought).tolist()  # type: ignore[no-any-return]
+
+    def score_array(self, user_message: str, output_ids: Sequence[int], opened_thought: bool = False) -> np.ndarray:
+        """Scoring mode as a numpy array: one float64 score per token id for the next token after ``output_ids``.
 
         Seeded noise (the seed and the step) plus :data:`SCRIPT_BONUS` for every token whose
         bytes continue the scripted reply from where the output stands in it, a little more
         for longer ones; EOS gets the bonus once the script is done. Special tokens never get
         it. ``opened_thought``: the chat template already wrote ``<think>\n``, so the script
         goes on from inside the thought (as :meth:`reply_text` does). Deterministic: the same
-        arguments give the same scores.
+        arguments give the same scores. The server asks for these once per constrained token,
+        so they cost no pass of Python over the vocabulary: the noise is one numpy draw, and the
+        tokens that continue the script are looked up by their bytes (at most one per prefix length).
         """
         tokenizer = self.tokenizer
-        special = set(tokenizer.all_special_ids)
-        output = b"".join(tokenizer.decode_single_token_bytes(i) for i in output_ids if i not in special)
+        table = _token_table(tokenizer)
+        output = b"".join(table.bytes_of[i] for i in output_ids if 0 <= i < len(table.bytes_of))
         text = scored_script(user_message, self.seed)
         if opened_thought and text.startswith(THINK_OPEN + "\n"):
             text = text[len(THINK_OPEN + "\n"):]
         script = text.encode("utf-8")
-        rng = random.Random(f"scores:{self.seed}:{len(output_ids)}:{user_message}")
-        scores = [rng.random() * NOISE for _ in range(tokenizer.vocab_size)]
+        seed = zlib.crc32(f"scores:{self.seed}:{len(output_ids)}:{user_message}".encode())
+        scores = np.random.default_rng(seed).random(tokenizer.vocab_size) * NOISE
         at = place_in_script(script, output)
         if at is None:
             return scores
@@ -192,17 +203,31 @@ class ToyModel:
         if not rest:
             scores[tokenizer.eos_token_id] += SCRIPT_BONUS
             return scores
-        for token_id, data in enumerate(_token_bytes(tokenizer)):
-            if data and token_id not in special and rest.startswith(data):
-                scores[token_id] += SCRIPT_BONUS + len(data) / (len(data) + 1)
+        for size in range(1, min(len(rest), table.longest) + 1):  # every token that is a prefix of the rest
+            for token_id in table.ids_of.get(rest[:size], ()):
+                scores[token_id] += SCRIPT_BONUS + size / (size + 1)
         return scores
 
 
-_BYTES_CACHE: weakref.WeakKeyDictionary[Any, list[bytes]] = weakref.WeakKeyDictionary()
+@dataclass(frozen=True)
+class _TokenTable:
+    bytes_of: list[bytes]  # every token's bytes, special tokens as b"" (never part of the output)
+    ids_of: dict[bytes, list[int]]  # the ordinary tokens by their bytes
+    longest: int
 
 
-def _token_bytes(tokenizer: Tokenizer) -> list[bytes]:
-    """Every token's bytes (special ones included), computed once per tokenizer object."""
-    if tokenizer not in _BYTES_CACHE:
-        _BYTES_CACHE[tokenizer] = [tokenizer.decode_single_token_bytes(i) for i in range(tokenizer.vocab_size)]
-    return _BYTES_CACHE[tokenizer]
+_TABLES: weakref.WeakKeyDictionary[Any, _TokenTable] = weakref.WeakKeyDictionary()
+
+
+def _token_table(tokenizer: Tokenizer) -> _TokenTable:
+    """Every token's bytes and the ordinary tokens by their bytes, computed once per tokenizer object."""
+    if tokenizer not in _TABLES:
+        special = set(tokenizer.all_special_ids)
+        bytes_of = [b"" if i in special else tokenizer.decode_single_token_bytes(i)
+                    for i in range(tokenizer.vocab_size)]
+        ids_of: dict[bytes, list[int]] = {}
+        for token_id, data in enumerate(bytes_of):
+            if data:
+                ids_of.setdefault(data, []).append(token_id)
+        _TABLES[tokenizer] = _TokenTable(bytes_of, ids_of, max(map(len, ids_of), default=0))
+    return _TABLES[tokenizer]

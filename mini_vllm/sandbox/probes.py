@@ -135,6 +135,11 @@ class Introspection:
         """Every character reachable from ``obj``'s attributes: all a later call could scan again."""
         return _characters_kept(obj, set(), self.module)
 
+    def integers_kept(self, obj: Any) -> int:
+        """Every integer held in a container reachable from ``obj``'s attributes, each container counted once
+        (lab-08: the token ids an index stores; a mask shared by many states is one list, counted once)."""
+        return _integers_kept(obj, set())
+
 
 def _characters_kept(obj: Any, seen: set[int], module: ModuleType) -> int:
     if id(obj) in seen or isinstance(obj, (type, ModuleType, int, float, bool)) or callable(obj) or obj is None:
@@ -149,6 +154,27 @@ def _characters_kept(obj: Any, seen: set[int], module: ModuleType) -> int:
     attributes = dict(getattr(obj, "__dict__", {}))
     attributes.update({name: getattr(obj, name) for name in getattr(type(obj), "__slots__", ()) if hasattr(obj, name)})
     return sum(_characters_kept(value, seen, module) for value in attributes.values())
+
+
+def _integers_kept(obj: Any, seen: set[int]) -> int:
+    if id(obj) in seen or isinstance(obj, (type, ModuleType, str, bytes, bytearray)) or callable(obj) or obj is None:
+        return 0
+    if type(obj).__module__.startswith("mini_vllm."):  # what the tests handed in (the automaton, the vocabulary)
+        return 0
+    seen.add(id(obj))
+    if type(obj).__name__ == "ndarray" or type(obj).__name__ == "array":  # numpy's, the stdlib's: their length
+        return len(obj)
+    if isinstance(obj, dict):
+        items: list[Any] = [*obj.keys(), *obj.values()]
+    elif isinstance(obj, (list, tuple, set, frozenset)) or type(obj).__name__ == "deque":
+        items = list(obj)
+    else:
+        attributes = dict(getattr(obj, "__dict__", {}))
+        attributes.update({name: getattr(obj, name) for name in getattr(type(obj), "__slots__", ())
+                           if hasattr(obj, name)})
+        return sum(_integers_kept(value, seen) for value in attributes.values())
+    return sum(1 if isinstance(item, int) and not isinstance(item, bool) else _integers_kept(item, seen)
+               for item in items)
 
 
 PROBES: dict[str, Callable[[ModuleType], Any]] = {"ScanCounter": ScanCounter, "Introspection": Introspection}

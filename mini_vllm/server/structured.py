@@ -51,7 +51,7 @@ class Grammar:
         model = engine.model
 
         def choose(output_ids: Sequence[int]) -> int:
-            return int(sampler.choose(model.scores(user_message, output_ids, opened_thought=thinking)))
+            return int(sampler.choose(model.score_array(user_message, output_ids, opened_thought=thinking)))
 
         return choose
 

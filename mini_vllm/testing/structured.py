@@ -1,29 +1,39 @@
 """lab-08's oracles and trusted helpers: what the tests, the notebook and the bench compare against.
 
-- :func:`oracle_bytes` lifts a character automaton to bytes another way than the lab
-  asks: a state inside a character is named by *which code points are still possible*
-  (an interval, since UTF-8 keeps code-point order) and where each leads, so states are
-  built on demand and merged when those sets agree. Nothing is split into byte ranges.
+Nothing here answers a task: every oracle is a library or a property.
+
+- :func:`library_grammar` compiles a regular expression with outlines-core over a vocabulary of
+  the 256 single bytes: its DFA, read back as a :class:`ByteAutomaton` (tasks 2-5 run on it, and
+  task 1's lifting is compared with it), with the library's own state for each of its states, so
+  :class:`OutlinesOracle` can give outlines-core's mask at any of them.
 - :class:`OutlinesOracle` and :class:`GuidanceOracle` compute masks with outlines-core's
   index and llguidance's matcher, configured to the same regular expression.
+- :func:`lifting_difference` checks task 1 against llguidance: the shortest byte string a lifted
+  automaton reads differently from llguidance's matcher over the 256 single bytes, found breadth
+  first; which inputs are the same to the grammar is told by the stdlib's UTF-8 decoder (the
+  characters decoded so far and the bytes of the unfinished one), never by a second lifting.
+- :func:`first_difference` compares two byte automata by their languages (the shortest input
+  read differently); :func:`trie_steps` counts what a pruned trie walk may cost.
 - :class:`CountingAutomaton` is a byte automaton that counts the steps asked of it, so a
   mask's cost is counted on the tests' side, where code under test cannot touch the count.
 """
 
 from __future__ import annotations
 
+import codecs
 import functools
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from mini_vllm.constraints import tool_call_constraint
 from mini_vllm.families import load_tokenizer
-from mini_vllm.grammar import vocabulary_of
-from mini_vllm.labtypes.lab08 import DEAD, ByteAutomaton, CharAutomaton, Vocabulary
+from mini_vllm.grammar import schema_to_regex, vocabulary_of
+from mini_vllm.labtypes.lab08 import DEAD, TOOL_CALL_START, ByteAutomaton, CharAutomaton, Vocabulary
+from mini_vllm.toy_model import ToyModel
 
-# Code points written with 2, 3, 4 bytes (RFC 3629), and the surrogates UTF-8 never writes.
-_BY_LENGTH = {2: (0x80, 0x7FF), 3: (0x800, 0xFFFF), 4: (0x10000, 0x10FFFF)}
-_SURROGATES = (0xD800, 0xDFFF)
+_BYTE_EOS = 256  # the EOS id of the single-byte vocabulary library_grammar compiles over
 
 
 @functools.cache
@@ -32,67 +42,53 @@ def family_vocabulary(family: str) -> Vocabulary:
     return vocabulary_of(load_tokenizer(family))
 
 
-def _lead_interval(lead: int) -> tuple[int, int, int] | None:
-    """(first code point, last code point, bytes still to come) for a lead byte of 2-4 bytes, else None."""
-    length = 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF8 else 0
-    if not length:
-        return None
-    payload = lead & (0x7F >> length)
-    lo, hi = payload << 6 * (length - 1), ((payload + 1) << 6 * (length - 1)) - 1
-    lo, hi = max(lo, _BY_LENGTH[length][0]), min(hi, _BY_LENGTH[length][1])  # no overlongs, nothing past U+10FFFF
-    if _SURROGATES[0] <= hi and lo <= _SURROGATES[1]:  # only ED's block meets them, from below
-        hi = _SURROGATES[0] - 1
-    return (lo, hi, length - 1) if lo <= hi else None
+@dataclass(frozen=True)
+class LibraryGrammar:
+    """A regular expression as outlines-core's DFA over bytes: a ByteAutomaton, and each state's id in the library."""
+
+    regex: str
+    automaton: ByteAutomaton
+    library_state: tuple[int, ...]  # library_state[s]: outlines-core's id of state s
 
 
-def _clip(moves: Sequence[tuple[int, int, int]], lo: int, hi: int) -> tuple[tuple[int, int, int], ...]:
-    """The moves for code points lo..hi, as offsets from lo."""
-    return tuple((max(a, lo) - lo, min(b, hi) - lo, t) for a, b, t in moves if a <= hi and b >= lo)
+def rust_regex(regex: str) -> str:
+    """``regex`` as outlines-core's regex-automata reads it: every non-ASCII character written as ``\\x{...}``."""
+    return "".join(c if ord(c) < 0x80 else f"\\x{{{ord(c):x}}}" for c in regex)
 
 
-def oracle_bytes(chars: CharAutomaton) -> ByteAutomaton:
-    """The byte automaton of ``chars``, built by asking, byte by byte, which code points are still possible."""
-    table: list[list[int]] = []
-    accepting: list[bool] = []
-    accepted = set(chars.accepting)
-    inside: dict[tuple[int, tuple[tuple[int, int, int], ...]], int] = {}  # (bytes to come, moves) -> state
-    todo: deque[tuple[int, tuple[tuple[int, int, int], ...]]] = deque()
+@functools.cache
+def library_grammar(regex: str) -> LibraryGrammar:
+    """outlines-core's index of ``regex`` over the 256 single bytes, read back as a byte automaton.
 
-    def state_inside(key: tuple[int, tuple[tuple[int, int, int], ...]]) -> int:
-        if not key[1]:
-            return DEAD
-        if key not in inside:
-            inside[key] = len(table)
-            table.append([DEAD] * 256)
-            accepting.append(False)
-            todo.append(key)
-        return inside[key]
+    Each token is one byte, so the index's transitions are the DFA's byte transitions (EOS, id 256,
+    leaves the final states only). States are numbered in the library's order, the start first.
+    """
+    import outlines_core
 
-    for state in range(chars.num_states):  # character states keep their numbers
-        table.append([DEAD] * 256)
-        accepting.append(state in accepted)
-    for state, moves in enumerate(chars.transitions):
-        for byte in range(256):
-            if byte < 0x80:
-                table[state][byte] = next((t for a, b, t in moves if a <= byte <= b), DEAD)
-            elif (lead := _lead_interval(byte)) is not None:
-                lo, hi, to_come = lead
-                offset = lo & ((1 << 6 * to_come) - 1)  # where lo sits in the block the lead byte opens
-                clipped = _clip(moves, lo, hi)
-                table[state][byte] = state_inside((to_come, tuple((a + offset, b + offset, t) for a, b, t in clipped)))
-    while todo:
-        key = todo.popleft()
-        to_come, moves = key
-        here = inside[key]
-        size = 1 << 6 * (to_come - 1)  # code points per value of the next continuation byte
-        for byte in range(0x80, 0xC0):
-            lo = (byte - 0x80) * size
-            clipped = _clip(moves, lo, lo + size - 1)
-            if to_come == 1:
-                table[here][byte] = clipped[0][2] if clipped else DEAD
-            else:
-                table[here][byte] = state_inside((to_come - 1, clipped))
-    return ByteAutomaton(start=chars.start, accepting=accepting, table=table)
+    vocabulary = outlines_core.Vocabulary(_BYTE_EOS, {bytes([b]): [b] for b in range(256)})
+    index = outlines_core.Index(rust_regex(regex), vocabulary)
+    moves = index.get_transitions()
+    start = index.get_initial_state()
+    final = set(index.get_final_states())
+    ids = sorted(set(moves) | final | {t for targets in moves.values() for t in targets.values()} | {start},
+                 key=lambda s: (s != start, s))
+    number = {library: ours for ours, library in enumerate(ids)}
+    table = [[DEAD] * 256 for _ in ids]
+    for library, targets in moves.items():
+        for token, target in targets.items():
+            if token != _BYTE_EOS:
+                table[number[library]][token] = number[target]
+    return LibraryGrammar(regex, ByteAutomaton(start=0, accepting=[s in final for s in ids], table=table), tuple(ids))
+
+
+def class_regex(ranges: Sequence[tuple[int, int]]) -> str:
+    """A character class of code-point ranges, for outlines-core (surrogates are no characters: left out)."""
+    parts = []
+    for lo, hi in ranges:
+        for a, b in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)):
+            if a <= b:
+                parts.append(f"\\x{{{a:x}}}-\\x{{{b:x}}}")
+    return f"[{''.join(parts)}]" if parts else "[^\\x{0}-\\x{10ffff}]"
 
 
 @dataclass(frozen=True)
@@ -100,8 +96,16 @@ class Difference:
     """The shortest byte string on which two automata disagree, and how."""
 
     path: bytes
-    theirs: str  # what the automaton under test does with the last byte (or at the end)
+    theirs: str  # what the automaton under test does with the last byte ("reads" / "refuses"), or at the end
     oracle: str
+
+    def sentence(self) -> str:
+        """'you read it, the oracle refuses it', or the same about the whole string."""
+        def clause(who: str, verb: str) -> str:
+            if verb in ("reads", "refuses"):
+                return f"{who} {verb.removesuffix('s') if who == 'you' else verb} it"
+            return f"{who} {'call' if who == 'you' else 'calls'} it {verb}"
+        return f"{clause('you', self.theirs)}, {clause('the oracle', self.oracle)}"
 
 
 def first_difference(mine: ByteAutomaton, oracle: ByteAutomaton) -> Difference | None:
@@ -126,12 +130,95 @@ def first_difference(mine: ByteAutomaton, oracle: ByteAutomaton) -> Difference |
         for byte in range(256):
             x, y = mine.step(a, byte), oracle.step(b, byte)
             if (x == DEAD) != (y == DEAD):
-                reads = ("reads it", "refuses it")
+                reads = ("reads", "refuses")
                 return Difference(path_to(pair) + bytes([byte]), reads[x == DEAD], reads[y == DEAD])
             if x != DEAD and (x, y) not in parent:
                 parent[(x, y)] = (pair, byte)
                 queue.append((x, y))
     return None
+
+
+@functools.cache
+def guidance_bytes(regex: str) -> GuidanceBytes:
+    """One matcher per regular expression: :meth:`GuidanceBytes.after` leaves it where it found it."""
+    return GuidanceBytes(regex)
+
+
+class GuidanceBytes:
+    """llguidance's matcher for ``regex`` over the single-byte vocabulary: what a byte string may go on with."""
+
+    def __init__(self, regex: str) -> None:
+        vocab = family_vocabulary("byte")
+        self.oracle = GuidanceOracle(regex, vocab)
+        self.id_of = {data[0]: i for i, data in enumerate(vocab.tokens) if data is not None and len(data) == 1}
+        self.eos = vocab.eos_token_id
+
+    def after(self, path: bytes) -> tuple[frozenset[int], bool]:
+        """(the bytes that may follow ``path``, whether ``path`` is a whole string); ``path`` must be readable."""
+        matcher = self.oracle.matcher
+        for byte in path:
+            self.oracle.consume(self.id_of[byte])
+        bits = matcher.compute_bitmask()
+        matcher.rollback(len(path))
+
+        def allowed(token: int) -> bool:
+            return bool(bits[token >> 3] >> (token & 7) & 1)
+        return frozenset(b for b, token in self.id_of.items() if allowed(token)), allowed(self.eos)
+
+
+def _after_byte(chars: CharAutomaton, state: int, tail: bytes, byte: int) -> tuple[int, bytes]:
+    """(character state, bytes of the unfinished character) after one more byte: the stdlib's decoder says
+    whether the byte finishes a character. Only called on bytes the oracle reads, so it never meets bad UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    decoder.setstate((tail, 0))
+    text = decoder.decode(bytes([byte]))
+    for character in text:
+        state = next((t for lo, hi, t in chars.transitions[state] if lo <= ord(character) <= hi), DEAD)
+    return state, decoder.getstate()[0]
+
+
+def lifting_difference(mine: ByteAutomaton, chars: CharAutomaton, regex: str) -> Difference | None:
+    """The shortest byte string ``mine`` reads differently from llguidance's matcher for ``regex`` (whose
+    character automaton is ``chars``), or None when they read the same language.
+
+    Breadth first over (a state of ``mine``, the character state, how many bytes of an unfinished character):
+    each is checked on the first (shortest) input that reaches it, all 256 next bytes and the end.
+    """
+    if not regex_reads_something(chars):  # a class of surrogates only: llguidance has no grammar for it
+        opened = next((b for b in range(256) if mine.step(mine.start, b) != DEAD), None)
+        if opened is not None:
+            return Difference(bytes([opened]), "reads", "refuses")
+        return Difference(b"", "a whole string", "not a whole string") if mine.is_accepting(mine.start) else None
+    oracle = guidance_bytes(regex)
+    start = (mine.start, chars.start, 0)
+    found: dict[tuple[int, int, int], tuple[bytes, bytes]] = {start: (b"", b"")}  # key -> (input, unfinished bytes)
+    queue = deque([start])
+    while queue:
+        key = queue.popleft()
+        here, character_state, _ = key
+        path, tail = found[key]
+        readable, whole = oracle.after(path)
+        if mine.is_accepting(here) != whole:
+            verdict = ("a whole string", "not a whole string")
+            return Difference(path, verdict[not mine.is_accepting(here)], verdict[not whole])
+        for byte in range(256):
+            there = mine.step(here, byte)
+            if (there == DEAD) == (byte in readable):
+                return Difference(path + bytes([byte]), "refuses" if there == DEAD else "reads",
+                                  "reads" if byte in readable else "refuses")
+            if there != DEAD:
+                next_state, next_tail = _after_byte(chars, character_state, tail, byte)
+                after = (there, next_state, len(next_tail))
+                if after not in found:
+                    found[after] = (path + bytes([byte]), next_tail)
+                    queue.append(after)
+    return None
+
+
+def regex_reads_something(chars: CharAutomaton) -> bool:
+    """Whether any character leaves the start state (a class of surrogates only has none that UTF-8 can write)."""
+    return any(lo <= hi and not (lo >= 0xD800 and hi <= 0xDFFF) for lo, hi, _ in chars.transitions[chars.start]) \
+        or chars.start in chars.accepting
 
 
 def walk(automaton: ByteAutomaton, state: int, data: bytes) -> int:
@@ -180,12 +267,6 @@ def trie_steps(automaton: ByteAutomaton, vocab: Vocabulary, state: int) -> int:
     return sum(1 for p in prefixes if p and p[:-1] in readable)
 
 
-def oracle_mask(automaton: ByteAutomaton, vocab: Vocabulary, state: int) -> list[int]:
-    """The definition: every token whose bytes the automaton reads from ``state``; EOS when it accepts."""
-    allowed = [i for i, data in enumerate(vocab.tokens) if data is not None and walk(automaton, state, data) != DEAD]
-    return sorted([*allowed, vocab.eos_token_id] if automaton.is_accepting(state) else allowed)
-
-
 class OutlinesOracle:
     """outlines-core's index for a regular expression: its own automaton, its own per-state token sets."""
 
@@ -196,11 +277,15 @@ class OutlinesOracle:
         for token_id, data in enumerate(vocab.tokens):
             if data is not None:
                 by_bytes.setdefault(data, []).append(token_id)
-        self.index = outlines_core.Index(regex, outlines_core.Vocabulary(vocab.eos_token_id, by_bytes))
+        self.index = outlines_core.Index(rust_regex(regex), outlines_core.Vocabulary(vocab.eos_token_id, by_bytes))
         self.state = self.index.get_initial_state()
 
     def mask(self) -> list[int]:
         return sorted(self.index.get_allowed_tokens(self.state) or [])
+
+    def mask_at(self, grammar: LibraryGrammar, state: int) -> list[int]:
+        """outlines-core's mask at a state of ``library_grammar(regex)`` (the same regex: the same DFA)."""
+        return sorted(self.index.get_allowed_tokens(grammar.library_state[state]) or [])
 
     def consume(self, token_id: int) -> None:
         self.state = self.index.get_next_state(self.state, token_id)
@@ -219,6 +304,19 @@ class _GuidanceTokenizer:
         raise NotImplementedError("the oracle never asks llguidance to tokenize")
 
 
+_GUIDANCE_TOKENIZERS: dict[int, tuple[Vocabulary, Any]] = {}  # id -> (the vocabulary, kept alive; its tokenizer)
+
+
+def _guidance_tokenizer(vocab: Vocabulary) -> Any:
+    """llguidance's tokenizer for ``vocab``, made once per vocabulary (Tekken's takes a second)."""
+    import llguidance
+
+    if id(vocab) not in _GUIDANCE_TOKENIZERS:
+        wrapped = llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab))
+        _GUIDANCE_TOKENIZERS[id(vocab)] = (vocab, llguidance.LLTokenizer(wrapped, n_vocab=len(vocab)))
+    return _GUIDANCE_TOKENIZERS[id(vocab)][1]
+
+
 class GuidanceOracle:
     """llguidance's matcher for a regular expression, with forcing off so every tokenization is allowed.
 
@@ -229,7 +327,7 @@ class GuidanceOracle:
     def __init__(self, regex: str, vocab: Vocabulary) -> None:
         import llguidance
 
-        tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab)), n_vocab=len(vocab))
+        tokenizer = _guidance_tokenizer(vocab)
         grammar = '%llguidance {"no_forcing": true}\nstart: /' + llguidance.regex_to_lark(regex) + "/"
         self.matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
         if self.matcher.is_error():
@@ -243,3 +341,70 @@ class GuidanceOracle:
     def consume(self, token_id: int) -> None:
         if not self.matcher.consume_token(token_id):
             raise ValueError(f"llguidance refused token {token_id}: {self.matcher.get_error()}")
+
+
+# ----------------------------------------------------------------------------- task 5's recorded cases
+
+WEATHER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 8}, "temperature": {"type": "integer"},
+                   "unit": {"enum": ["celsius", "fahrenheit"]}, "note": {"type": "string"}},
+    "required": ["city", "temperature", "unit", "note"], "additionalProperties": False,
+}
+CALL_PARAMETERS: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["city", "unit", "note"],
+    "properties": {"city": {"type": "string", "maxLength": 8}, "unit": {"enum": ["celsius", "fahrenheit"]},
+                   "note": {"type": "string"}}}
+SAMPLE_LIMIT = 400  # tokens: every case ends with EOS well before
+
+
+@dataclass(frozen=True)
+class SamplerCase:
+    """A masked reply of the toy model: its scores, the grammar, and how the reply starts."""
+
+    family: str
+    message: str
+    thinking: bool
+    forced_call: bool = False  # the grammar is a forced get_weather call, and <tool_call> may end the thought
+
+    @property
+    def regex(self) -> str:
+        if self.forced_call:
+            return tool_call_constraint([("get_weather", CALL_PARAMETERS)], "tools").regex
+        return schema_to_regex(WEATHER_SCHEMA)
+
+    @property
+    def implicit_end(self) -> bytes | None:
+        return TOOL_CALL_START if self.forced_call else None
+
+
+SAMPLER_CASES: dict[str, SamplerCase] = {
+    **{f"json {family}": SamplerCase(family, "the weather in Tokyo as json, please", False)
+       for family in ("byte", "bpe", "spm")},
+    "thought then json": SamplerCase("bpe", "think json: the weather in Tokyo", True),
+    "thought then forced call": SamplerCase("bpe", "think then call", True, forced_call=True),
+}
+
+
+def sampler_run(case: SamplerCase, make_sampler: Callable[..., Any], limit: int = SAMPLE_LIMIT,
+                expected: Sequence[Sequence[Any]] | None = None) -> list[tuple[int, str]]:
+    """(token, phase after it) per step of ``case``'s reply, chosen by ``make_sampler(automaton, vocab, allowed_at,
+    thinking=..., implicit_end=...)`` over the toy model's scores, on outlines-core's automaton and masks.
+
+    With ``expected``, the run stops at the first step that differs from it (the rest would follow a
+    different reply)."""
+    regex, vocab = case.regex, family_vocabulary(case.family)
+    grammar = library_grammar(regex)
+    masks = OutlinesOracle(regex, vocab)
+    model = ToyModel(load_tokenizer(case.family))
+    sampler = make_sampler(grammar.automaton, vocab, lambda state: masks.mask_at(grammar, state),
+                           thinking=case.thinking, implicit_end=case.implicit_end)
+    ids: list[int] = []
+    run: list[tuple[int, str]] = []
+    while len(run) < limit and (not run or run[-1][1] != "done"):
+        token = sampler.choose(model.scores(case.message, ids, opened_thought=case.thinking))
+        ids.append(token)
+        run.append((token, sampler.phase))
+        if expected is not None and (len(run) > len(expected) or list(run[-1]) != list(expected[len(run) - 1])):
+            break
+    return run

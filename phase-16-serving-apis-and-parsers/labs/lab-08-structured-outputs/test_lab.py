@@ -3,9 +3,10 @@
 Run against your code:  make lab-08
 Every graded test is marked with the task it grades. Each task is tested on inputs the tests
 build themselves (the byte automaton of tasks 2-5 comes from the oracle lifting in
-mini_vllm.testing.structured, not from your task 1), so a bug costs points where it lives.
-Oracles: the definition (walk every token), outlines-core's index and llguidance's matcher,
-all configured to the same regular expression.
+mini_vllm.testing.structured: outlines-core's DFA over bytes, not your task 1), so a bug costs
+points where it lives. Oracles: outlines-core's index and llguidance's matcher, configured to the
+same regular expression; the stdlib's UTF-8 decoder; the sampler's choices recorded from the
+reference (mini_vllm/testing/fixtures/lab08_samples.json, made by `make fixtures`).
 """
 
 from __future__ import annotations
@@ -22,19 +23,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mini_vllm import load_tokenizer
-from mini_vllm.constraints import tool_call_constraint
 from mini_vllm.grammar import regex_to_chars, schema_to_regex
 from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab08 import DEAD, ByteAutomaton, CharAutomaton, TokenRejected, Vocabulary
+from mini_vllm.sandbox.probes import install as install_probe
+from mini_vllm.testing import recorded
 from mini_vllm.testing.expect import must_raise
 from mini_vllm.testing.structured import (
+    CALL_PARAMETERS,
+    SAMPLER_CASES,
+    WEATHER_SCHEMA,
     CountingAutomaton,
     GuidanceOracle,
     OutlinesOracle,
+    class_regex,
     family_vocabulary,
-    first_difference,
-    oracle_bytes,
-    oracle_mask,
+    library_grammar,
+    lifting_difference,
+    sampler_run,
     trie_steps,
     walk,
 )
@@ -51,17 +57,7 @@ TASKS = {
     5: "StructuredSampler: the masked choice, only after the thought",
 }
 
-WEATHER: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "maxLength": 8},
-        "temperature": {"type": "integer"},
-        "unit": {"enum": ["celsius", "fahrenheit"]},
-        "note": {"type": "string"},
-    },
-    "required": ["city", "temperature", "unit", "note"],
-    "additionalProperties": False,
-}
+WEATHER: dict[str, Any] = WEATHER_SCHEMA
 SCHEMAS: dict[str, dict[str, Any]] = {
     "weather": WEATHER,
     "nested": {"type": "object", "properties": {
@@ -89,9 +85,23 @@ def chars_of(regex: str) -> CharAutomaton:
     return regex_to_chars(regex)
 
 
-@functools.cache
 def oracle_automaton(regex: str) -> ByteAutomaton:
-    return oracle_bytes(chars_of(regex))
+    """outlines-core's DFA for ``regex`` over bytes (tasks 2-5 run on it, never on your task 1)."""
+    return library_grammar(regex).automaton
+
+
+@functools.cache
+def outlines_index(regex: str, family: str) -> OutlinesOracle:
+    return OutlinesOracle(regex, family_vocabulary(family))
+
+
+def oracle_mask(regex: str, family: str, state: int) -> list[int]:
+    """outlines-core's mask at a state of ``oracle_automaton(regex)``, for the family's vocabulary."""
+    return outlines_index(regex, family).mask_at(library_grammar(regex), state)
+
+
+def tokens(count: int) -> str:
+    return f"{count} token{'' if count == 1 else 's'}"
 
 
 @functools.cache
@@ -102,7 +112,7 @@ def regex_of(name: str) -> str:
 def mask_text(mask: Sequence[int], vocab: Vocabulary, limit: int = 3) -> str:
     """A mask in a table cell: its size and its first few tokens."""
     shown = ", ".join("EOS" if i == vocab.eos_token_id else repr(vocab.tokens[i])[1:] for i in list(mask)[:limit])
-    return f"{len(mask)} tokens: {shown}{', …' if len(mask) > limit else ''}"
+    return f"{tokens(len(mask))}: {shown}{', …' if len(mask) > limit else ''}"
 
 
 def mask_difference(mine: Sequence[int], want: Sequence[int], vocab: Vocabulary) -> str:
@@ -110,23 +120,25 @@ def mask_difference(mine: Sequence[int], want: Sequence[int], vocab: Vocabulary)
     def names(ids: list[int]) -> str:
         return ", ".join("EOS" if i == vocab.eos_token_id else f"{i} {vocab.tokens[i]!r}" for i in ids[:6]) + (
             " …" if len(ids) > 6 else "")
-    return (f"you allow {len(extra)} it refuses ({names(extra)}); " if extra else "") + (
-        f"you refuse {len(missing)} it allows ({names(missing)})" if missing else "")
+    return (f"you allow {tokens(len(extra))} it refuses ({names(extra)}); " if extra else "") + (
+        f"you refuse {tokens(len(missing))} it allows ({names(missing)})" if missing else "")
 
 
 def language_problem(mine: ByteAutomaton, regex: str, rule: str) -> str | None:
     """None when ``mine`` reads exactly the oracle's language; else the rule and the shortest input that differs."""
-    difference = first_difference(mine, oracle_automaton(regex))
+    difference = lifting_difference(mine, chars_of(regex), regex)
     if difference is None:
         return None
     path = difference.path
     steps = [Step(f"byte {k + 1}", path[k:k + 1], "reads it", "reads it") for k in range(len(path) - 1)]
-    steps.append(Step("end" if difference.theirs.endswith("string") else f"byte {len(path)}",
-                      path[-1:] if not difference.theirs.endswith("string") else b"",
-                      difference.theirs, difference.oracle))
+    at_end = difference.theirs.endswith("string")
+    steps.append(Step("end" if at_end else f"byte {len(path)}", b"" if at_end else path[-1:],
+                      difference.theirs if at_end else f"{difference.theirs} it",
+                      difference.oracle if at_end else f"{difference.oracle} it"))
     text = path.decode("utf-8", "replace")
     return format_trace(steps, f"{rule}\nregex {regex!r}: the shortest input read differently is "
-                        f"{path.hex(' ') or 'empty'} ({quote(text)})", columns=("yours", "oracle"))
+                        f"{path.hex(' ') or 'empty'} ({quote(text)}): {difference.sentence()}",
+                        columns=("yours", "llguidance"))
 
 
 # ================================================================ task 1: lift_to_bytes
@@ -191,24 +203,26 @@ def test_max_length_counts_characters_not_bytes() -> None:
 
 
 @st.composite
-def code_point_classes(draw: st.DrawFn) -> CharAutomaton:
-    """One state, one class to an accepting state: ranges drawn around the UTF-8 length edges."""
+def code_point_ranges(draw: st.DrawFn) -> list[tuple[int, int]]:
+    """Sorted, disjoint code-point ranges drawn around the UTF-8 length edges (plain data: a failing example
+    prints them)."""
     edges = [0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xD800, 0xDFFF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF]
     points = draw(st.lists(st.sampled_from(edges) | st.integers(0, 0x10FFFF), min_size=2, max_size=8, unique=True))
     points.sort()
-    ranges = [(points[i], points[i + 1], 1) for i in range(0, len(points) - 1, 2)]
-    return CharAutomaton(start=0, accepting=(1,), transitions=(tuple(ranges), ()))
+    return [(points[i], points[i + 1]) for i in range(0, len(points) - 1, 2)]
 
 
 @pytest.mark.task(1)
-@given(code_point_classes())
+@given(ranges=code_point_ranges())
 @settings(max_examples=60)
-def test_any_ranges_lift_exactly(chars: CharAutomaton) -> None:
-    mine, oracle = lab.lift_to_bytes(chars), oracle_bytes(chars)
-    difference = first_difference(mine, oracle)
+def test_any_ranges_lift_exactly(ranges: list[tuple[int, int]]) -> None:
+    chars = CharAutomaton(start=0, accepting=(1,), transitions=(tuple((lo, hi, 1) for lo, hi in ranges), ()))
+    mine = lab.lift_to_bytes(chars)
+    difference = lifting_difference(mine, chars, class_regex(ranges))
     assert difference is None, (
-        f"the class {[(hex(a), hex(b)) for a, b, _ in chars.transitions[0]]} must read exactly the UTF-8 of its "
-        f"code points: on {difference.path.hex(' ')} you {difference.theirs}, the oracle {difference.oracle}")
+        f"the class {[(hex(a), hex(b)) for a, b in ranges]} must read exactly the UTF-8 of its code points "
+        f"(llguidance's matcher for it is the oracle): on {difference.path.hex(' ') or 'the empty input'} "
+        f"{difference.sentence()}")
 
 
 # ================================================================ schemas from a strategy
@@ -329,7 +343,7 @@ def test_after_a_lead_byte_only_continuations_are_allowed() -> None:
     regex = regex_of("weather")
     automaton = oracle_automaton(regex)
     state = walk(automaton, automaton.start, b'{"city": "\xf0\x9f')  # inside a string, after F0 9F
-    mine, want = lab.TokenMasker(automaton, vocab).mask(state), oracle_mask(automaton, vocab, state)
+    mine, want = lab.TokenMasker(automaton, vocab).mask(state), oracle_mask(regex, "bpe", state)
     assert mine == want, (
         f"after F0 9F only tokens that go on with continuation bytes (and finish the character) are allowed: "
         f"{mask_difference(mine, want, vocab)}")
@@ -357,7 +371,7 @@ def test_trie_walk_prunes_dead_prefixes(name: str) -> None:
         counting = CountingAutomaton(automaton)
         mine = lab.TokenMasker(counting, vocab).mask(state)
         budget = trie_steps(automaton, vocab, state)
-        assert mine == oracle_mask(automaton, vocab, state), f"state {state}: the mask itself is wrong"
+        assert mine == oracle_mask(regex_of(name), "bpe", state), f"state {state}: the mask itself is wrong"
         assert counting.steps <= budget, (
             f"state {state}: a trie walk steps the automaton once per child of each prefix it can read "
             f"({budget} steps here); you took {counting.steps}. Skip everything below a dead prefix, and read "
@@ -417,19 +431,27 @@ REFUSED = {
     "past-vocab": lambda vocab, *_: len(vocab.tokens),
     "negative": lambda vocab, *_: -1,
 }
+# Why each one is refused, as the failure names it.
+REFUSED_BECAUSE = {
+    "wrong-byte": "its byte cannot follow here", "readable-then-refused": "its first byte can follow, a later one "
+    "cannot", "special": "it is a special token, never part of the output", "eos-too-early": "it is EOS, and the "
+    "state is not accepting (the string is not whole yet)", "past-vocab": "it is past the end of the vocabulary",
+    "negative": "it is no token id",
+}
 
 
 @pytest.mark.task(3)
-@pytest.mark.parametrize("pick", REFUSED.values(), ids=REFUSED.keys())
-def test_refused_token_raises_and_changes_nothing(pick: Any) -> None:
+@pytest.mark.parametrize("case", REFUSED)
+def test_refused_token_raises_and_changes_nothing(case: str) -> None:
     the_cursor, automaton, vocab = cursor("const")
     bpe = load_tokenizer("bpe")
     ids = bpe.encode('"東京🫨"')
     for token in ids[:-2]:  # stop inside 🫨 (after f0 9f): a partial character is held
         the_cursor.advance(token)
     before = (the_cursor.state, the_cursor.pending, the_cursor.finished)
-    bad = pick(vocab, automaton, the_cursor.state)
-    error = must_raise(lambda: the_cursor.advance(bad), TokenRejected, f"advance({bad})")
+    bad = REFUSED[case](vocab, automaton, the_cursor.state)
+    error = must_raise(lambda: the_cursor.advance(bad), TokenRejected,
+                       f"advance({bad}) in state {before[0]} (token {bad}: {REFUSED_BECAUSE[case]})")
     assert str(bad) in str(error), f"the error must name the refused token {bad}: {error}"
     after = (the_cursor.state, the_cursor.pending, the_cursor.finished)
     assert after == before, (f"a refused token changes nothing: (state, pending, finished) was {before}, now {after}")
@@ -459,7 +481,7 @@ def test_advance_follows_the_automaton_on_random_walks(seed: int) -> None:
     the_cursor, automaton, vocab = cursor("weather", "byte")
     rng, state = random.Random(seed), automaton.start
     for _ in range(60):
-        allowed = oracle_mask(automaton, vocab, state)
+        allowed = oracle_mask(regex_of("weather"), "byte", state)
         token = rng.choice(allowed)
         the_cursor.advance(token)
         if token == vocab.eos_token_id:
@@ -481,7 +503,7 @@ def test_index_equals_the_definition_at_every_state(name: str) -> None:
     automaton = oracle_automaton(regex_of(name))
     index = lab.TokenIndex(automaton, vocab)
     for state in range(automaton.num_states):
-        mine, want = list(index.allowed(state)), oracle_mask(automaton, vocab, state)
+        mine, want = list(index.allowed(state)), oracle_mask(regex_of(name), "bpe", state)
         assert mine == want, (f"schema {name!r}, state {state}: the index holds each state's mask; "
                               f"{mask_difference(mine, want, vocab)}")
 
@@ -517,112 +539,86 @@ def test_index_counts_its_build_work_and_size() -> None:
         f"building the index is a pruned trie walk per state at most ({budget} steps); you took {counting.steps}")
     distinct = {tuple(index.allowed(s)) for s in range(automaton.num_states)}
     assert stats.entries == sum(len(m) for m in distinct), (
-        f"store each distinct mask once (states inside a string share one): {len(distinct)} distinct masks hold "
+        f"stats.entries counts the ids of each distinct mask once: {len(distinct)} distinct masks hold "
         f"{sum(len(m) for m in distinct)} ids, you report {stats.entries} entries")
+
+
+@pytest.mark.task(4)
+def test_index_stores_each_distinct_mask_once() -> None:
+    """Measured on the tests' side: the integers the index holds, each list counted once, wherever it lives."""
+    vocab = family_vocabulary("bpe")
+    automaton = oracle_automaton(regex_of("weather"))
+    index = lab.TokenIndex(automaton, vocab)
+    distinct = {tuple(index.allowed(s)) for s in range(automaton.num_states)}
+    shared = sum(len(m) for m in distinct)
+    unshared = sum(len(index.allowed(s)) for s in range(automaton.num_states))
+    held = int(install_probe(lab, "Introspection").integers_kept(index))  # counted inside the lab's process
+    budget = 2 * shared + 4 * automaton.num_states  # a mask, a key for it, a few numbers per state
+    assert held <= budget, (
+        f"store each distinct mask once: {automaton.num_states} states have {len(distinct)} distinct masks "
+        f"({shared:,} ids in all; {unshared:,} if every state kept its own copy), and your index holds "
+        f"{held:,} integers. States inside one string allow the same tokens: let them share one list")
 
 
 # ================================================================ task 5: the sampler
 
 
-def oracle_sample(automaton: ByteAutomaton, vocab: Vocabulary, score_rows: Any, thinking: bool,
-                  implicit_end: bytes | None = None, limit: int = 400) -> list[tuple[int, str]]:
-    """The rule, written plainly: (token, phase after it) per step, greedy, lowest id on ties.
-
-    While thinking: the best ordinary token, unless it ends the thought (at </think>, or where
-    ``implicit_end`` begins) with a rest the grammar cannot read. After: the best token of the
-    oracle's mask.
-    """
-    ordinary = [i for i, t in enumerate(vocab.tokens) if t is not None]
-    phase, state, seen, out = ("thinking" if thinking else "constrained"), automaton.start, b"", []
-    for _ in range(limit):
-        scores = score_rows([t for t, _ in out])
-        if phase == "thinking":
-            for token in sorted(ordinary, key=lambda i: (-scores[i], i)):
-                data = seen + (vocab.tokens[token] or b"")  # the whole thought so far: plain, not fast
-                ends = [(data.find(b"</think>"), data.find(b"</think>") + 8)]
-                if implicit_end:
-                    ends.append((data.find(implicit_end), data.find(implicit_end)))
-                found = sorted((at, rest) for at, rest in ends if at >= 0)
-                if not found:
-                    seen = data
-                    break
-                after = walk(automaton, automaton.start, data[found[0][1]:])
-                if after != DEAD:
-                    phase, state = "constrained", after
-                    break
-        else:
-            allowed = oracle_mask(automaton, vocab, state)
-            token = min(allowed, key=lambda i: (-scores[i], i))
-            if token == vocab.eos_token_id:
-                phase = "done"
-            else:
-                state = walk(automaton, state, vocab.tokens[token] or b"")
-        out.append((token, phase))
-        if phase == "done":
-            break
-    return out
+@functools.cache
+def recorded_samples() -> dict[str, list[list[Any]]]:
+    """The reference sampler's (token, phase) per step for each case (``make fixtures`` records them)."""
+    return recorded.load("lab08_samples.json")  # type: ignore[no-any-return]
 
 
-def sampler_trace(family: str, message: str, thinking: bool, regex: str | None = None,
-                  implicit_end: bytes | None = None) -> tuple[list[Step], bytes]:
-    vocab = family_vocabulary(family)
-    automaton = oracle_automaton(regex or regex_of("weather"))
-    model = ToyModel(load_tokenizer(family))
-    rows = functools.partial(model.scores, message, opened_thought=thinking)
-    expected = oracle_sample(automaton, vocab, rows, thinking, implicit_end)
-    sampler = lab.StructuredSampler(automaton, vocab, lambda s: oracle_mask(automaton, vocab, s), thinking=thinking,
-                                    implicit_end=implicit_end)
-    steps, ids = [], []
-    for want_token, want_phase in expected:
-        token = sampler.choose(rows(ids))
-        ids.append(token)
+def sampler_trace(case_name: str) -> tuple[list[Step], bytes]:
+    """Your sampler on a recorded case, step by step beside the recorded choices; and the bytes you wrote."""
+    case, expected = SAMPLER_CASES[case_name], recorded_samples()[case_name]
+    vocab = family_vocabulary(case.family)
+    mine = sampler_run(case, lab.StructuredSampler, expected=expected)
+
+    def shown(token: int, phase: str) -> str:
         raw = b"" if token == vocab.eos_token_id else vocab.tokens[token] or b""
-        want_raw = b"" if want_token == vocab.eos_token_id else vocab.tokens[want_token] or b""
-        steps.append(Step(str(token), raw, f"{sampler.phase}: {quote(raw.decode('utf-8', 'replace'))}",
-                          f"{want_phase}: {quote(want_raw.decode('utf-8', 'replace'))}"))
-        if steps[-1].emitted != steps[-1].expected:
-            break
-    output = b"".join(vocab.tokens[t] or b"" for t in ids if t != vocab.eos_token_id)
+        return f"{phase}: {'EOS' if token == vocab.eos_token_id else quote(raw.decode('utf-8', 'replace'))}"
+    steps = []
+    for k, (token, phase) in enumerate(mine):
+        raw = b"" if token == vocab.eos_token_id else vocab.tokens[token] or b""
+        want = shown(*expected[k]) if k < len(expected) else "(the reply had ended)"
+        steps.append(Step(str(token), raw, shown(token, phase), want))
+    if len(mine) < len(expected) and all(s.emitted == s.expected for s in steps):
+        steps.append(Step("…", b"", f"{mine[-1][1]} (you stopped)" if mine else "nothing", shown(*expected[len(mine)])))
+    output = b"".join(vocab.tokens[t] or b"" for t, _ in mine if t != vocab.eos_token_id)
     return steps, output
 
 
 @pytest.mark.task(5)
 @pytest.mark.parametrize("family", ["byte", "bpe", "spm"])
 def test_masked_reply_is_valid_json_for_the_schema(family: str) -> None:
-    steps, output = sampler_trace(family, "the weather in Tokyo as json, please", thinking=False)
+    steps, output = sampler_trace(f"json {family}")
     assert all(s.emitted == s.expected for s in steps), format_trace(
         steps, "no thought here: from the first token, choose the best-scored token the mask allows (lowest id on "
-        "a tie), until EOS", columns=("your phase: token", "oracle's"), inputs=("chosen", "bytes"))
+        "a tie), until EOS", columns=("your phase: token", "reference's"), inputs=("chosen", "bytes"))
     reply = json.loads(output.decode("utf-8"))
     jsonschema.validate(reply, WEATHER)
 
 
 @pytest.mark.task(5)
 def test_thought_runs_free_then_the_reply_follows_the_schema() -> None:
-    steps, output = sampler_trace("bpe", "think json: the weather in Tokyo", thinking=True)
+    steps, output = sampler_trace("thought then json")
     assert all(s.emitted == s.expected for s in steps), format_trace(
         steps, "the mask applies only after the thought ends (</think>, lab-06's rule): the thought is the model's "
-        "own choice, then every token is masked", columns=("your phase: token", "oracle's"), inputs=("chosen", "bytes"))
+        "own choice, then every token is masked", columns=("your phase: token", "reference's"),
+        inputs=("chosen", "bytes"))
     thought, _, answer = output.decode("utf-8").partition("</think>")
     assert "東京 is 18 degrees" in thought, f"the thought must be what the model wanted to say: {quote(thought)}"
     jsonschema.validate(json.loads(answer), WEATHER)
 
 
-CALL_PARAMETERS: dict[str, Any] = {
-    "type": "object", "additionalProperties": False, "required": ["city", "unit", "note"],
-    "properties": {"city": {"type": "string", "maxLength": 8}, "unit": {"enum": ["celsius", "fahrenheit"]},
-                   "note": {"type": "string"}}}
-
-
 @pytest.mark.task(5)
 def test_a_forced_call_ends_the_thought_where_it_begins() -> None:
     """lab-06's other rule: a call that begins without </think> ends the thought, and the tag is the call's."""
-    regex = tool_call_constraint([("get_weather", CALL_PARAMETERS)], "tools").regex
-    steps, output = sampler_trace("bpe", "think then call", thinking=True, regex=regex,
-                                  implicit_end=b"<tool_call>")
+    steps, output = sampler_trace("thought then forced call")
     assert all(s.emitted == s.expected for s in steps), format_trace(
         steps, "with implicit_end=b'<tool_call>', the thought also ends where that tag begins, and the grammar "
-        "reads the tag: the thought is free, the call is masked", columns=("your phase: token", "oracle's"),
+        "reads the tag: the thought is free, the call is masked", columns=("your phase: token", "reference's"),
         inputs=("chosen", "bytes"))
     thought, tag, call = output.decode("utf-8").partition("<tool_call>")
     assert "I should call the tool" in thought and tag, f"the thought is the model's own: {quote(thought)}"
@@ -630,21 +626,44 @@ def test_a_forced_call_ends_the_thought_where_it_begins() -> None:
     jsonschema.validate(arguments, CALL_PARAMETERS)
 
 
+# A vocabulary made for the thinking-phase rule: tokens that end a thought with a rest after the tag (and every
+# single byte after them, so any text can be spelled).
+ENDINGS = [None, b"</think", b">junk", b">{", b"hm", b"<tool_call>x", b"<tool_call>{", b"<tool",
+           *(bytes([b]) for b in range(256))]
+ENDING_CASES = {
+    # (the thought so far, the next scores, the rest the best token hands the grammar, the right choice)
+    "after </think>": (b"</think", {b">junk": 9.0, b">{": 8.0, b">": 7.0}, b"junk", b">{"),
+    "at <tool_call>": (b"hm", {b"<tool_call>x": 9.0, b"<tool_call>{": 8.5, b"<tool": 8.0}, b"<tool_call>x",
+                       b"<tool_call>{"),
+}
+
+
 @pytest.mark.task(5)
-def test_sampler_picks_the_best_allowed_token() -> None:
-    vocab = family_vocabulary("byte")
-    automaton = oracle_automaton(regex_of("weather"))
-    sampler = lab.StructuredSampler(automaton, vocab, lambda s: oracle_mask(automaton, vocab, s))
+@pytest.mark.parametrize("case", ENDING_CASES)
+def test_a_thought_never_ends_with_a_rest_the_grammar_refuses(case: str) -> None:
+    """The token that ends a thought hands its rest to the grammar: if the grammar cannot read it, the next best."""
+    before, scored, rest, want = ENDING_CASES[case]
+    implicit_end = b"<tool_call>" if case == "at <tool_call>" else None
+    vocab = Vocabulary(tokens=list(ENDINGS), eos_token_id=0)
+    regex = r"\{\}" if implicit_end is None else r"<tool_call>\{\}"
+    grammar, masks = library_grammar(regex), OutlinesOracle(regex, vocab)
+    sampler = lab.StructuredSampler(grammar.automaton, vocab, lambda s: masks.mask_at(grammar, s), thinking=True,
+                                    implicit_end=implicit_end)
     scores = [0.0] * len(vocab)
-    scores[ord("S")], scores[ord("{")], scores[ord("[")] = 9.0, 1.0, 1.0
+    scores[ENDINGS.index(before)] = 1.0
     first = sampler.choose(scores)
-    assert first == ord("{"), (
-        f"'S' scores best but the schema needs '{{' first: choose the best token the mask allows, got "
-        f"{vocab.tokens[first]!r}")
-    scores = [0.5] * len(vocab)
-    second = sampler.choose(scores)
-    allowed = oracle_mask(automaton, vocab, walk(automaton, automaton.start, b"{"))
-    assert second == min(allowed), f"on a tie, the lowest allowed id wins ({min(allowed)}), got {second}"
+    assert (first, sampler.phase) == (ENDINGS.index(before), "thinking"), (
+        f"while thinking, the best token is the model's own ({before!r}), and the thought goes on; you chose "
+        f"{vocab.tokens[first]!r}, phase {sampler.phase!r}")
+    scores = [0.0] * len(vocab)
+    for token, score in scored.items():
+        scores[ENDINGS.index(token)] = score
+    chosen = sampler.choose(scores)
+    best = max(scored, key=scored.__getitem__)
+    assert (vocab.tokens[chosen], sampler.phase) == (want, "constrained"), (
+        f"thinking, after {before!r}: {best!r} scores best, but it ends the thought and hands the grammar "
+        f"({regex}) the rest {rest!r}, which it cannot read. Take the next best whose rest it can read ({want!r}), "
+        f"and move to 'constrained'; you chose {vocab.tokens[chosen]!r}, phase {sampler.phase!r}")
 
 
 # ================================================================ control
