@@ -33,7 +33,7 @@ from mini_vllm import load_tokenizer
 from mini_vllm.grammar import schema_to_chars, schema_to_regex
 from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab08 import Vocabulary
-from mini_vllm.testing.structured import GuidanceOracle, OutlinesOracle, family_vocabulary, oracle_bytes, walk
+from mini_vllm.testing.structured import GuidanceOracle, OutlinesOracle, family_vocabulary, walk
 from mini_vllm.tokenizer_base import encode_continuation
 from mini_vllm.toy_model import WEATHER_JSON_TEXT, ToyModel
 
@@ -80,7 +80,7 @@ def one_family(family: str) -> dict[str, float]:
     lab = load_lab("lab-08")
     vocab: Vocabulary = family_vocabulary(family)
     regex = schema_to_regex(SCHEMA)
-    automaton = oracle_bytes(schema_to_chars(SCHEMA))
+    automaton = lab.lift_to_bytes(schema_to_chars(SCHEMA))  # as the server builds it
     ids = encode_continuation(load_tokenizer(family), WEATHER_JSON_TEXT)
     every = max(1, len(ids) // SAMPLED_STEPS)
     timed_steps = set(range(0, len(ids), every))
