@@ -197,9 +197,9 @@ class TokenMasker:
 
     def mask(self, state: int) -> list[int]:
         """The same set, walking the trie: a dead prefix rules out every token below it at once."""
-        return self.walk(state)[0]
+        return self._pruned_walk(state)[0]
 
-    def walk(self, state: int) -> tuple[list[int], int]:
+    def _pruned_walk(self, state: int) -> tuple[list[int], int]:
         """(the mask at ``state``, the automaton steps it took): one step per child of each readable prefix."""
         trie, step = self._trie, self.automaton.step
         byte, depth, skip, ending = trie.byte, trie.depth, trie.skip, trie.ending
@@ -286,7 +286,7 @@ class TokenIndex:
         self._masks: list[list[int]] = []
         steps = 0
         for state in range(automaton.num_states):
-            allowed, taken = masker.walk(state)
+            allowed, taken = masker._pruned_walk(state)
             steps += taken
             # Many states allow the same tokens (inside any string, say): keep one copy of each mask.
             self._masks.append(distinct.setdefault(tuple(allowed), allowed))
