@@ -70,6 +70,7 @@ def test_equivalents_file_format(tmp_path: pytest.TempPathFactory) -> None:
         read_equivalents(tmp_path / "lab.txt")
 
 
+@pytest.mark.slow  # lab-03's tests four times over: the warm-up, the reference's measured run, two mutants
 def test_verdicts_come_from_running_the_lab_tests() -> None:
     # The unchanged solution must survive (else every mutant would look killed), and a
     # solution that forgets to return what it held must be killed.
