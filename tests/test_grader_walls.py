@@ -30,7 +30,7 @@ from instructor.variants import Job
 from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
 from mini_vllm.sandbox import isolation
 
-pytestmark = [pytest.mark.slow, pytest.mark.contract, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.contract, pytest.mark.timeout(1200)]
 
 LAB_03 = next(LABS_DIR.glob("lab-03-*"))
 IN_RELEASE = LAB_03.relative_to(REPO_ROOT)
@@ -163,6 +163,7 @@ def check_batch(runs: dict[str, LabRun], untouched: bool, who: str) -> None:
     assert untouched, f"{who}: the course's conftest.py, labs.py or grading plugin changed during the grading"
 
 
+@pytest.mark.slow
 def test_the_walls_hold_when_root_grades(graded_as_root: tuple[dict[str, LabRun], bool]) -> None:
     runs, untouched = graded_as_root
     check_batch(runs, untouched, "graded as root")
@@ -171,6 +172,7 @@ def test_the_walls_hold_when_root_grades(graded_as_root: tuple[dict[str, LabRun]
         assert "bubblewrap" in isolation_said and "a user id of its own" in isolation_said, isolation_said
 
 
+@pytest.mark.slow
 def test_the_walls_hold_when_an_ordinary_user_grades(graded_as_user: tuple[dict[str, LabRun], bool]) -> None:
     """The old walls fell here: the child owned its user namespace, unmounted the covers, read solution.py."""
     runs, untouched = graded_as_user
@@ -212,6 +214,7 @@ def graded_batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
     return out, rows
 
 
+@pytest.mark.slow
 def test_a_batch_grades_each_student_by_their_own_files(graded_batch: tuple[Path, dict[str, dict[str, str]]]) -> None:
     out, rows = graded_batch
     assert rows["honest"]["status"] == "graded" and rows["honest"]["total"] == rows["honest"]["max"], rows["honest"]
@@ -220,3 +223,44 @@ def test_a_batch_grades_each_student_by_their_own_files(graded_batch: tuple[Path
     assert "leads out of your upload through a link" in linker["output"], linker["output"][:800]
     assert rows["zip-reader"]["status"] == "graded" and rows["zip-reader"]["total"] == "0", (
         "the batch's autograder.zip must be out of every child's reach", rows["zip-reader"])
+
+
+NO_WALLS = isolation.Walls(isolation.PROCESS, False, "bubblewrap is not installed, and the grader is not root")
+
+
+def test_without_walls_a_grade_says_it_is_not_official(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mini_vllm.testing import provenance
+
+    monkeypatch.setattr(isolation, "probe", lambda: NO_WALLS)
+    monkeypatch.setenv("LAB_SANDBOX", "1")
+    said, official = provenance.walls()
+    assert official is False and "Not official: bubblewrap is not installed" in said, said
+    monkeypatch.setenv("LAB_SANDBOX", "0")
+    assert provenance.walls()[1] is False, "code run inside the grading process is never an official grade"
+
+
+def test_without_walls_the_autograder_and_grade_batch_refuse(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from instructor.autograder import run
+
+    monkeypatch.setattr(run, "probe", lambda: NO_WALLS)
+    monkeypatch.setattr(batch, "probe", lambda: NO_WALLS)
+    (tmp_path / "submission").mkdir()
+    document = run.grade(tmp_path)
+    assert document["score"] == 0 and document["extra_data"]["autograder"]["status"] == "refused", document
+    assert "cannot wall off the student's code" in document["output"], document["output"][:500]
+    (tmp_path / "class" / "someone").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="refusing to grade: this machine cannot wall off"):
+        batch.main([str(tmp_path / "class"), "--out", str(tmp_path / "out")])
+
+
+def test_a_lab_reached_through_a_link_out_of_the_upload_is_refused(tmp_path: Path) -> None:
+    from instructor.autograder.submission import locate
+
+    other = make_student(tmp_path / "another-student", (LAB_03 / "solution.py").read_text(encoding="utf-8"))
+    upload = tmp_path / "upload"
+    (upload / IN_RELEASE).parent.mkdir(parents=True)
+    (upload / IN_RELEASE).symlink_to(other / IN_RELEASE, target_is_directory=True)
+    (tmp_path / "staging").mkdir()
+    lab_03 = next(f for f in locate(upload, tmp_path / "staging") if f.lab == LAB_03.name)
+    assert lab_03.file is None, "the other student's file must not be graded as this student's"
+    assert "leads out of your upload through a link" in lab_03.problem, lab_03.problem
