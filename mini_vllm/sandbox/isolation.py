@@ -29,7 +29,7 @@ still runs each child as a user id of its own, and :func:`probe` checks at start
 this user can read none of the grader's private files (answers, tests, the autograder's zip:
 ``setup.sh`` makes them root's only). Where neither holds (macOS, an ordinary user without
 bwrap) the child is a separate process with limits only, and the grade is marked not official
-(:attr:`Walls.official`): ``make grade`` still runs, the autograder and ``make grade-batch`` refuse.
+(:attr:`Walls.official`): ``make grade`` still runs, the autograder and batch grading refuse.
 """
 
 from __future__ import annotations
@@ -320,7 +320,7 @@ def fresh_uid() -> int:
 
 
 def child_command(walls: Walls, python: list[str], trusted: bool, uid: int | None) -> list[str]:
-    """The command that starts ``python`` (the child's interpreter and arguments) inside its walls."""
+    """The command that starts the child (the interpreter and arguments given) inside its walls."""
     if walls.kind == BWRAP:
         seen = view(trusted)
         return [*(as_user(uid, seen) if uid is not None else []), *bwrap_command(seen), *python]
