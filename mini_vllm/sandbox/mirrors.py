@@ -9,7 +9,6 @@ is mirrored: what a test counts is served from the trusted side (:mod:`mini_vllm
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +17,6 @@ from mini_vllm.piece_tokenizer import PieceTokenizer
 MAX_STATE_CHARACTERS = 8 << 20  # a Hugging Face tokenizer's JSON: the shipped ones are well under a MiB
 
 
-@functools.lru_cache(maxsize=8)
 def _hf_tokenizer(json_text: str, eos_token: str) -> Any:
     from tokenizers import Tokenizer
 
