@@ -206,7 +206,8 @@ SLY_CASES = {
         "test_a_token_costs_no_more_than_the_longest_stop_however_many_stops"),
     "lab08_steps_the_inner_automaton": (
         "lab-08", "test_trie_walk_prunes_dead_prefixes[short-cjk] or test_index_counts_its_build_work_and_size "
-        "or test_eos_exactly_when_accepting", "test_trie_walk_prunes_dead_prefixes test_index_counts_its_build_work_and_size"),
+        "or test_eos_exactly_when_accepting",
+        "test_trie_walk_prunes_dead_prefixes test_index_counts_its_build_work_and_size"),
     "lab06_forges_the_probe": (
         "lab-06", "test_cost_per_character_does_not_grow or test_fifty_random_slicings",
         "test_cost_per_character_does_not_grow"),

@@ -235,7 +235,7 @@ class ServedStr(str):
     def text(self) -> str:
         return str(self._call("text", []))
 
-    def __getitem__(self, key: Any) -> str:  # type: ignore[override]
+    def __getitem__(self, key: Any) -> str:
         if isinstance(key, slice):
             key = [key.start, key.stop, key.step]
         return str(self._call("getitem", [key]))
@@ -252,7 +252,7 @@ class ServedStr(str):
     def __format__(self, spec: str) -> str:
         return format(self.text(), spec)
 
-    def __add__(self, other: str) -> str:  # type: ignore[override]
+    def __add__(self, other: str) -> str:
         return self.text() + other
 
     def __radd__(self, other: str) -> str:
@@ -269,7 +269,7 @@ class ServedStr(str):
 
     __hash__ = str.__hash__  # the placeholder's: equal stops have equal placeholders
 
-    def __contains__(self, sub: object) -> bool:  # type: ignore[override]
+    def __contains__(self, sub: object) -> bool:
         return bool(self._call("__contains__", [sub]))
 
 

@@ -525,8 +525,8 @@ def ids_per_token(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[
     counting.ids_decoded = pushed = 0
     counting.limit = 4 * COST_BUDGET * len(output) + 2000
     try:
-        for start in range(0, len(output), 150):  # 150 pushes per crossing of the sandbox
-            batch = output[start : start + 150]
+        for start in range(0, len(output), 50):  # 50 pushes per crossing of the sandbox
+            batch = output[start : start + 50]
             each(detok.push, batch)
             pushed += len(batch)
     except AssertionError:
