@@ -8,6 +8,7 @@ as a student types it, from inside the release.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -132,3 +133,82 @@ LAB = "phase-16-serving-apis-and-parsers/labs/lab-03-streaming-detokenizer"
 ], ids=lambda value: str(value).replace(LAB, "lab-03"))  # (a lab folder in an id would look like a lab run)
 def test_what_ships(path: str, shipped: bool) -> None:
     assert ships(path) == shipped, f"{path} {'must' if shipped else 'must not'} ship"
+
+
+# ------------------------------------------------------------------ the release's text holds in the release
+
+BACKTICKED = re.compile(r"`([^`\s]+)`")
+# Only the instructor's copy has these: a sentence naming them in the release points at nothing.
+INSTRUCTOR_ONLY = re.compile(r"make bench\b|`bench/|\bbench\.\w+|instructor/|runs the reference solution by default")
+# A time measured on the reference solutions (which the release does not have), e.g. "on the reference ... 9.6 s".
+REFERENCE_FIGURE = re.compile(r"(?:reference|LAB_IMPL=solution)[^|\n]*\|?[^\n]*?\b\d+(?:\.\d+)? ?(?:s|ms|min)\b")
+
+
+def release_texts(release: Path) -> dict[str, str]:
+    """Every Markdown file of the release, and every notebook's markdown and code cells, by path."""
+    texts = {}
+    for path in sorted(release.rglob("*")):
+        relative = path.relative_to(release)
+        if ".git" in relative.parts or not path.is_file():
+            continue
+        if path.suffix == ".md":
+            texts[str(relative)] = path.read_text(encoding="utf-8")
+        elif path.suffix == ".ipynb":
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+            texts[str(relative)] = "\n".join("".join(cell["source"]) for cell in cells)
+    return texts
+
+
+def course_tops() -> set[str]:
+    """The course's own top-level folders and files (this checkout's): a path starting with one is the course's,
+    not an upstream project's (``vllm/v1/engine/detokenizer.py``) or a generated one (``build/``)."""
+    from mini_vllm.labs import REPO_ROOT
+
+    return {p.name for p in REPO_ROOT.iterdir() if not p.name.startswith(".")} - {"build"}
+
+
+def missing_paths(release: Path, name: str, text: str) -> list[str]:
+    """Backticked course paths of ``text`` (``tests/test_x.py``, ``instructor/dishonest/``) the release lacks."""
+    from mini_vllm.labs import REPO_ROOT
+
+    tops = course_tops()
+    missing = []
+    for token in BACKTICKED.findall(text):
+        path = token.rstrip(".,:;)").split("::")[0]
+        if "/" not in path or path.split("/")[0] not in tops:
+            continue
+        if not (REPO_ROOT / path.rstrip("/*")).parent.exists():
+            continue  # an upstream project's path that starts like ours (vLLM's `tests/tokenizers_/...`)
+        exists = any(release.glob(path.rstrip("/"))) if "*" in path else (release / path).exists()
+        if not exists:
+            missing.append(path)
+    return missing
+
+
+def test_every_path_the_releases_text_names_exists_in_the_release(release: Path) -> None:
+    problems = []
+    for name, text in release_texts(release).items():
+        problems += [f"{name}: `{token}`" for token in missing_paths(release, name, text)]
+    assert not problems, "the release's text names paths it does not have:\n  " + "\n  ".join(problems[:40])
+
+
+def test_the_releases_text_points_at_nothing_only_the_instructor_has(release: Path) -> None:
+    problems = []
+    for name, text in release_texts(release).items():
+        for number, line in enumerate(text.splitlines(), 1):
+            for pattern in (INSTRUCTOR_ONLY, REFERENCE_FIGURE):
+                match = pattern.search(line)
+                if match:
+                    problems.append(f"{name}:{number}: {match.group(0)[:100]!r}")
+    assert not problems, ("the release's text names what only the instructor's copy has (the benchmarks, "
+                          "instructor/, figures measured on the reference):\n  " + "\n  ".join(problems[:40]))
+
+
+def test_the_text_checks_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("See `tests/test_gone.py` and `docs/here.md`. `make lab-08` on the "
+                                        "reference: 9.6 s. Run `make bench`.\n", encoding="utf-8")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "here.md").write_text("here\n", encoding="utf-8")
+    text = (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert missing_paths(tmp_path, "README.md", text) == ["tests/test_gone.py"]
+    assert INSTRUCTOR_ONLY.search(text) and REFERENCE_FIGURE.search(text)
