@@ -211,39 +211,36 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _outcome(call: Any) -> Outcome:
+def _call(function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Outcome, Any]:
+    """(the call's outcome, its raw value or None), within the time limit, on copies of the arguments."""
+    args, kwargs = _copied(args, kwargs)
     try:
         with time_limit(CALL_LIMIT_S):
-            return ("ok", normalise(call()))
+            value = function(*args, **kwargs)
+        return ("ok", normalise(value)), value
     except TimeoutError:
-        return ("raise", "TimeoutError(limit)")
-    except BaseException as error:  # noqa: BLE001 - a candidate's failure of any kind is a disagreement
-        if isinstance(error, KeyboardInterrupt):
-            raise
-        return ("raise", type(error).__name__)
+        return ("raise", "TimeoutError(limit)"), None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # a candidate's failure of any kind is a disagreement
+        return ("raise", type(error).__name__), None
 
 
 def agrees_on_function(candidate: Any, calls: list[Any]) -> bool:
-    for args, kwargs, expected in calls:
-        args, kwargs = _copied(args, kwargs)
-        if _outcome(lambda: candidate(*args, **kwargs)) != expected:
-            return False
-    return True
+    return all(_call(candidate, args, kwargs)[0] == expected for args, kwargs, expected in calls)
 
 
 def agrees_on_class(candidate: Any, lives: list[list[Any]]) -> bool:
     for life in lives:
         instance: Any = None
         for method, args, kwargs, expected in life:
-            args, kwargs = _copied(args, kwargs)
             if method == "__init__":
-                made: list[Any] = []
-                if _outcome(lambda: made.append(candidate(*args, **kwargs))) != ("ok", None) or not made:
+                outcome, instance = _call(candidate, args, kwargs)
+                if outcome[0] != "ok":
                     return False
-                instance = made[0]
                 continue
             bound = getattr(instance, method, None)
-            if bound is None or _outcome(lambda: bound(*args, **kwargs)) != expected:
+            if bound is None or _call(bound, args, kwargs)[0] != expected:
                 return False
     return True
 

@@ -294,3 +294,19 @@ def test_a_failed_build_leaves_no_zip_and_says_why(tmp_path: Path, monkeypatch: 
     assert "no autograder was built" in said.err and "add up to 90" in said.err
     assert "Traceback" not in said.err + said.out
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "neither the stale zip nor a .partial is left"
+
+
+def test_the_autograders_own_limit_is_below_the_gradescope_timeout_teaching_recommends() -> None:
+    import re
+
+    from instructor.autograder import batch, run
+
+    teaching = (REPO_ROOT / "TEACHING.md").read_text(encoding="utf-8")
+    recommended = re.search(r"set the timeout to \*\*(\d+) minutes\*\*", teaching)
+    assert recommended, "TEACHING.md recommends a Gradescope timeout, in minutes"
+    gradescope_s = int(recommended.group(1)) * 60
+    assert gradescope_s <= 40 * 60, "Gradescope allows at most 40 minutes"
+    assert gradescope_s - 300 >= run.DEFAULT_TIMEOUT_S, (
+        f"run_autograder stops at {run.DEFAULT_TIMEOUT_S} s: at least 5 minutes before Gradescope's {gradescope_s} s, "
+        "so its own 0-point result is written before Gradescope cuts the run")
+    assert batch.DEFAULT_TIMEOUT_S > run.DEFAULT_TIMEOUT_S, "grade-batch waits for the autograder's own result"

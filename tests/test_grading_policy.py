@@ -237,7 +237,7 @@ def test_a_hidden_test_leaves_no_trace_in_what_the_student_reads(monkeypatch: py
 
 
 def test_the_full_scorecard_is_kept_for_the_instructor(monkeypatch: pytest.MonkeyPatch) -> None:
-    results, graded = hiding_run(monkeypatch)
+    results, _ = hiding_run(monkeypatch)
     full = [t for t in results["tests"] if "full scorecard" in t["tags"]]
     assert len(full) == 1, "one entry holds the scorecard of every test"
     assert full[0]["visibility"] == "hidden", "shown no sooner than the most hidden test (here: never)"

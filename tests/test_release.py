@@ -8,8 +8,8 @@ as a student types it, from inside the release.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +42,11 @@ def test_release_ships_no_solution_and_nothing_of_the_instructor(release: Path) 
     assert not found, f"the release must not hold these files: {found[:10]}"
     labs = sorted(p.name for p in (release / LABS_DIR.relative_to(LABS_DIR.parents[1])).iterdir() if p.is_dir())
     assert labs == sorted(p.name for p in LABS_DIR.iterdir() if p.is_dir()), f"every lab ships: {labs}"
+
+
+def test_the_releases_gitignore_keeps_the_venv_and_caches_out_of_a_students_repository(release: Path) -> None:
+    ignored = {line.strip().rstrip("/") for line in (release / ".gitignore").read_text(encoding="utf-8").splitlines()}
+    assert {".venv", "__pycache__", ".hypothesis", "build", "results.json"} <= ignored, sorted(ignored)
 
 
 def test_no_run_of_solution_lines_appears_in_the_release(release: Path) -> None:

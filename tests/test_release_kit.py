@@ -43,8 +43,8 @@ def probe(lab: str, tmp_path: Path) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_", "PYTEST_", "HYPOTHESIS_"))}
     env.update({"LAB_IMPL": "solution", "KIT_PROBE_LAB": lab, "KIT_PROBE_REPORT": str(report)})
     folder = next(LABS_DIR.glob(f"{lab}-*"))
-    done = subprocess.run([sys.executable, "-m", "pytest", str(folder), "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-                           "-p", "instructor.kit_probe", "-m", "not control", "--tb=line"],
+    done = subprocess.run([sys.executable, "-m", "pytest", str(folder), "-q", "-p", "no:xdist",
+                           "-p", "no:cacheprovider", "-p", "instructor.kit_probe", "-m", "not control", "--tb=line"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert report.exists(), f"the probe wrote no report (pytest exit {done.returncode}):\n{done.stdout[-3000:]}"
     assert done.returncode == 0, f"the reference must pass its own tests while recorded:\n{done.stdout[-3000:]}"
@@ -71,7 +71,7 @@ def test_the_probe_finds_an_answer_pasted_into_the_kit(tmp_path: Path) -> None:
 
     solution = next(LABS_DIR.glob("lab-03-*")) / "solution.py"
     namespace: dict[str, object] = {"__name__": "pasted"}
-    exec(compile(solution.read_text(encoding="utf-8"), str(solution), "exec"), namespace)  # noqa: S102
+    exec(compile(solution.read_text(encoding="utf-8"), str(solution), "exec"), namespace)
     recorder = Recorder("lab-03")
     recorder.test = "test_lengths"
     wrapped = recorder.wrap_function("utf8_expected_len", namespace["utf8_expected_len"])

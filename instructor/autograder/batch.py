@@ -39,7 +39,7 @@ from mini_vllm.labs import REPO_ROOT, lab_number
 from mini_vllm.testing.policy import load_policy
 
 DEFAULT_OUT = REPO_ROOT / "build" / "batch"
-DEFAULT_TIMEOUT_S = 1800  # per student, on top of the autograder's own limit
+DEFAULT_TIMEOUT_S = 2100  # per student: past the autograder's own limit (run.py's 1800 s), which writes a result
 
 
 METADATA = "submission_metadata.json"  # Gradescope's, beside each submission in its export
@@ -63,7 +63,7 @@ class Submitter:
 
 
 def submitters(entry: Path) -> Submitter:
-    """The ``users`` of ``entry``'s ``submission_metadata.json``; empty fields when there is none (or it is unreadable)."""
+    """The ``users`` of ``entry``'s ``submission_metadata.json``; empty fields without one (or an unreadable one)."""
     try:
         users = json.loads((entry / METADATA).read_text(encoding="utf-8")).get("users", [])
     except (OSError, ValueError, AttributeError):

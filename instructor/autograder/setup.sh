@@ -2,7 +2,7 @@
 # Gradescope runs this once, as root, when it builds the autograder's image (Ubuntu 22.04 base image).
 # It installs Python 3.11 and the course's locked packages, and makes the grader's private files
 # (reference solutions, tests, recorded data, the policy) readable by root only: the student's code
-# runs as `nobody` in the grading sandbox.
+# runs in the grading sandbox as a user id of its own, which cannot read them.
 #
 # AUTOGRADER_ROOT (default /autograder) lets `make test` and `make grade-batch` build the same layout anywhere.
 # AUTOGRADER_EXISTING_VENV=/path/.venv is for those two ONLY (never on Gradescope): instead of installing

@@ -220,7 +220,8 @@ def student_view(graded: list[GradedTest]) -> tuple[list[GradedTest], str | None
     reads: not its name, not its hint, not the points of the task or lab it belongs to.
     """
     policy = load_policy()
-    shown, hidden = [], defaultdict(int)
+    shown: list[GradedTest] = []
+    hidden: dict[str, int] = defaultdict(int)
     for test in graded:
         visibility = policy.visibility_of(test_id(test.lab, test.task, test.name))
         if visibility == "visible":
