@@ -178,7 +178,7 @@ autograder: install
 	@$(PY) -m instructor.autograder.build $(if $(filter command line,$(origin LABS)),--labs "$(LABS)")
 
 ## setup.sh's real install path, once, as root: a bare Debian 12 root (debootstrap, no Python), setup.sh installing
-## Python 3.11 and the lock in it, then a graded submission (5-10 min; not in `make check`). See TEACHING.md.
+## Python 3.11 and the lock in it, then a graded submission (about 30 min; not in `make check`). See TEACHING.md.
 autograder-chroot: install
 	bash instructor/autograder/chroot_check.sh
 

@@ -11,9 +11,9 @@
 #   4. a submission (lab-03's reference uploaded as a lone starter.py) graded by run_autograder in the
 #      root, and its results.json checked: valid, graded, 100 / 100, isolation official.
 #
-# Needs root (chroot, mount) and the package registries. Cost on the 2-core machine: the first run builds
-# the base root (debootstrap, about 2.5 min); each run then spends about 1 min on apt and 3-5 min on pip
-# (less when the pip cache below is warm), and about 30 s grading. Not part of `make check` for that reason.
+# Needs root (chroot, mount) and the package registries. Cost on the 2-core machine, measured once at load
+# average 15-20: the base root (debootstrap) 2 min 23 s, once; then 28 min a run, setup.sh 26 of them (pip
+# fetching and installing the lock; 2 min of CPU) and grading 68 s. Not part of `make check` for that reason.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 COURSE_DIR=$PWD
