@@ -192,7 +192,7 @@ def test_the_readme_states_the_policys_points() -> None:
 # ------------------------------------------------------------------------------ visibility
 
 
-HIDING_POLICY = minimal(visibility_rules=[
+HIDING_POLICY = minimal(stdout_visibility="visible", visibility_rules=[
     {"tests": "lab-05 task 2 *", "visibility": "after_due_date"},  # a rule on a task
     {"tests": "lab-03 task 1 test_*len*", "visibility": "hidden"},  # a rule on a name pattern
 ])
@@ -231,6 +231,7 @@ def test_a_hidden_test_leaves_no_trace_in_what_the_student_reads(monkeypatch: py
         f"totals count the visible tests only (lab-03 70, lab-05 30, total 100):\n{shown}")
     assert "hidden for now" in shown and "after the due date" in shown and "never" in shown, (
         f"a line says some tests are hidden and when they show:\n{shown}")
+    assert results["stdout_visibility"] == "hidden", "the grading run's output, which names every test, is hidden too"
     by_name = {t["name"].split(" › ")[-1]: t["visibility"] for t in results["tests"]}
     assert by_name["test_utf8_len_table"] == "hidden" and by_name["test_hold_back"] == "after_due_date"
     assert by_name["test_feed_ascii"] == "visible"

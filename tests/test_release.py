@@ -44,6 +44,7 @@ def test_release_ships_no_solution_and_nothing_of_the_instructor(release: Path) 
     assert labs == sorted(p.name for p in LABS_DIR.iterdir() if p.is_dir()), f"every lab ships: {labs}"
 
 
+@pytest.mark.slow
 def test_the_releases_gitignore_keeps_the_venv_and_caches_out_of_a_students_repository(release: Path) -> None:
     ignored = {line.strip().rstrip("/") for line in (release / ".gitignore").read_text(encoding="utf-8").splitlines()}
     assert {".venv", "__pycache__", ".hypothesis", "build", "results.json"} <= ignored, sorted(ignored)
@@ -214,6 +215,7 @@ def text_problems(release: Path) -> list[str]:
     return problems
 
 
+@pytest.mark.slow
 def test_every_path_command_and_figure_of_the_releases_text_holds_in_the_release(release: Path) -> None:
     problems = text_problems(release)
     assert not problems, ("the release's text names what it does not have (a course path, the benchmarks, "

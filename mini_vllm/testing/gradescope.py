@@ -68,8 +68,11 @@ def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str =
             "tags": [f"composes {lab}" for lab in test.composes],
             "visibility": policy.visibility_of(test_id(test.lab, test.task, test.name)),
         })
+    stdout_visibility = policy.stdout_visibility
     if full_scorecard is not None:
         hidden = {entry["visibility"] for entry in entries} - {"visible"}
+        if stdout_visibility == "visible":  # the grading run's output prints every test's result
+            stdout_visibility = min(hidden, key=VISIBILITIES.index)
         entries.append({
             "name": "Scorecard of every test (the instructor's; it includes the hidden tests)",
             "number": "0",
@@ -90,7 +93,7 @@ def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str =
         "test_output_format": "text",
         "test_name_format": "text",
         "visibility": policy.visibility,
-        "stdout_visibility": policy.stdout_visibility,
+        "stdout_visibility": stdout_visibility,
         "extra_data": _extra_data(tests, total, partial),
         "tests": entries,
     }
