@@ -115,11 +115,14 @@ class Recorder:
         def recorded(instance: Any, *args: Any, **kwargs: Any) -> Any:
             args, kwargs = _positional(method, (instance, *args), kwargs)
             saved = _copied(args[1:], kwargs)
-            if method_name == "__init__":
+            nested_init = method_name == "__init__" and id(instance) in self.lives  # a subclass's, then super()'s
+            if method_name == "__init__" and not nested_init:
                 life: list[Any] = []
                 self.lives[id(instance)] = life
                 self.keep.append(instance)
                 self._add_call(cls_name, life)
+            if nested_init:
+                return method(*args, **kwargs)
             life = self.lives.get(id(instance), [])
             try:
                 result = method(*args, **kwargs)  # args[0] is the instance
@@ -255,7 +258,8 @@ def answers(recorder: Recorder, candidates: dict[str, Any]) -> list[dict[str, st
             if inspect.isclass(candidate) != is_class:
                 continue
             for test, calls in by_test.items():
-                size = sum(len(life) for life in calls) if is_class else len(calls)
+                # A class's calls are its methods' (constructing an object decides nothing).
+                size = sum(len(life) - 1 for life in calls) if is_class else len(calls)
                 if size < MIN_CALLS:
                     continue
                 agreed = agrees_on_class(candidate, calls) if is_class else agrees_on_function(candidate, calls)
@@ -283,6 +287,7 @@ class KitProbe:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         recorded = {target: sum(len(c) for c in by_test.values()) for target, by_test in self.recorder.calls.items()}
+        recorded.update({name: 0 for name in stub_names(self.recorder.lab) if name not in recorded})
         candidates = kit_candidates(self.recorder.lab)
         here = os.getcwd()
         with tempfile.TemporaryDirectory() as scratch:
