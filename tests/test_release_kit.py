@@ -7,10 +7,13 @@ shipped kit in the task's place, with the same calls (arguments by position in t
 order, so renaming a parameter is no defence). A candidate that agrees with the reference on a
 whole test would pass that test, so the lab's task would not score nothing: it is reported here.
 
-What this cannot see: an answer assembled from several kit functions with code around them. The
-no-run-of-solution-lines check (``tests/test_release.py``) and the rule for oracles (a well-kept
-library, a whole-input formulation that is no incremental answer, recorded data or a property) cover
-the rest.
+What this cannot see: an answer assembled from several kit functions with code around them, and an
+answer whose results differ from the reference's in form but pass tests that check properties (lab-08's
+``oracle_bytes`` builds an automaton that accepts the same language with other state numbers: equal
+results are what the probe compares, so it does not flag it; running the task's tests with each
+candidate in place would). The no-run-of-solution-lines check (``tests/test_release.py``) and the rule
+for oracles (a well-kept library, a whole-input formulation that is no incremental answer, recorded
+data or a property) cover the rest.
 """
 
 from __future__ import annotations
