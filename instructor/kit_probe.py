@@ -17,7 +17,7 @@ that empirically, for one lab:
    written to the report with the test's name.
 
 ``tests/test_release_kit.py`` runs this for every lab and requires an empty report. Run it by hand:
-``LAB_IMPL=solution KIT_PROBE_REPORT=out.json python -m pytest LAB -p instructor.kit_probe -p no:xdist``.
+``KIT_PROBE_LAB=lab-05 KIT_PROBE_REPORT=out.json LAB_IMPL=solution .venv/bin/python -m pytest LAB -p instructor.kit_probe -p no:xdist``.
 """
 
 from __future__ import annotations
