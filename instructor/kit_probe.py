@@ -16,8 +16,9 @@ that empirically, for one lab:
    :data:`MIN_CALLS` calls, so that a lucky constant does not count) would pass that test: it is
    written to the report with the test's name.
 
-``tests/test_release_kit.py`` runs this for every lab and requires an empty report. Run it by hand:
-``KIT_PROBE_LAB=lab-05 KIT_PROBE_REPORT=out.json LAB_IMPL=solution .venv/bin/python -m pytest LAB -p instructor.kit_probe -p no:xdist``.
+``tests/test_release_kit.py`` runs this for every lab and requires an empty report. By hand, with the
+lab's folder as LAB: ``KIT_PROBE_LAB=lab-05 KIT_PROBE_REPORT=out.json LAB_IMPL=solution``
+``.venv/bin/python -m pytest LAB -p instructor.kit_probe -p no:xdist``.
 """
 
 from __future__ import annotations
