@@ -4,8 +4,9 @@ A student uploads their copy of the release: the whole repository, or a zip of i
 folder deep (``my-course/phase-16-serving-apis-and-parsers/...``). Each lab's file is looked for
 at its path in the release, then as the lab's folder alone (``lab-08-structured-outputs/starter.py``),
 and, when the assignment grades one lab only, as a lone ``starter.py``. What is found is copied to a
-folder of the grader's (the student's upload is never graded in place), and only regular files are
-taken: a symbolic link could point at the grader's own files.
+folder of the grader's (the student's upload is never graded in place), and only regular files reached
+without leaving the upload are taken: a symbolic link (to the file, or to a folder on its way) could
+point at the grader's own files or at another student's.
 
 A zip is unpacked without what a working copy collects and grading never reads (``.venv``, ``.git``,
 caches: :data:`IGNORED_DIRS`), before its size is checked; one still too large is not unpacked, and
@@ -163,11 +164,22 @@ def locate(upload: Path, staging: Path, labs: list[str] | None = None) -> list[F
             found.append(Found(lab, None, looked_for[0], shown,
                                problem=f"{lab}: {shown} is not a regular file (a link?), so it was not graded"))
             continue
+        if not _inside(hit, [upload, staging / "unzipped"]):
+            found.append(Found(lab, None, looked_for[0], shown,
+                               problem=f"{lab}: {shown} leads out of your upload through a link (a linked folder), "
+                                       "so it was not graded: upload the files themselves"))
+            continue
         copy = staging / "labs" / lab / "starter.py"
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(hit, copy)
         found.append(Found(lab, copy, looked_for[0], shown))
     return found
+
+
+def _inside(path: Path, folders: list[Path]) -> bool:
+    """Whether ``path``, every link on its way followed, is still inside one of ``folders``."""
+    real = path.resolve()
+    return any(real.is_relative_to(folder.resolve()) for folder in folders)
 
 
 def _relative(path: Path, upload: Path, staging: Path) -> str:
