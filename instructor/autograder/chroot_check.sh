@@ -111,8 +111,8 @@ if extra["autograder"]["status"] != "graded":
     problems.append(f"status {extra['autograder']['status']}: {extra['autograder'].get('reason')}")
 if not results["score"] == extra["max_score"] == 100:
     problems.append(f"{results['score']} / {extra['max_score']} points, not 100 / 100")
-if "official: false" in json.dumps(extra["isolation"]):
-    problems.append(f"isolation not official: {extra['isolation']}")
+if extra.get("official") is not True:
+    problems.append(f"not an official grade: {extra['isolation']}")
 print(f"results.json: {results['score']} / {extra['max_score']}, python {extra['python']}, "
       f"isolation {extra['isolation']}")
 if problems:

@@ -70,7 +70,7 @@ def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str =
         })
     stdout_visibility = policy.stdout_visibility
     if full_scorecard is not None:
-        hidden = {entry["visibility"] for entry in entries} - {"visible"}
+        hidden = {str(entry["visibility"]) for entry in entries} - {"visible"}
         if stdout_visibility == "visible":  # the grading run's output prints every test's result
             stdout_visibility = min(hidden, key=VISIBILITIES.index)
         entries.append({
