@@ -291,7 +291,7 @@ class LexerCache:
     def split(self, lexer_state: LexerState) -> Split:
         return self._entry(lexer_state)[0]
 
-    def boundary(self, lexer_state: LexerState) -> list[int]:
+    def _boundary(self, lexer_state: LexerState) -> list[int]:
         """The trie nodes just past the lexeme's end: the undecided tokens are the tokens under them."""
         return self._entry(lexer_state)[1]
 
@@ -338,7 +338,7 @@ class SplitMasker:
         trie = self.cache.trie
         # The undecided tokens share their prefixes: walk them as the trie does, from the node before the boundary.
         mark = matcher.checkpoint()
-        for node in self.cache.boundary(state):
+        for node in self.cache._boundary(state):
             if all(matcher.feed(byte) for byte in trie.path(node)):
                 allowed.extend(trie.ending[node])
                 if trie.children[node]:
