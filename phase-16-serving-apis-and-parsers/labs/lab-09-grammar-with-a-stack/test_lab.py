@@ -315,6 +315,25 @@ def test_refused_byte_changes_nothing() -> None:
     assert matcher.can_end(), "the object is whole: EOS may come"
 
 
+@pytest.mark.task(2)
+def test_the_parser_is_asked_only_where_a_lexeme_ends() -> None:
+    """Counted on the tests' side: inside a string, feed, checkpoint and rollback never call the parser."""
+    grammar = grammar_of("json_object")
+    parser = LarkParser(grammar)
+    matcher = lab.ByteMatcher(grammar, parser)
+    for byte in b'{"a": "':
+        assert matcher.feed(byte)
+    before = parser.calls
+    mark = matcher.checkpoint()
+    for byte in "東京 and more text 🫨".encode():
+        assert matcher.feed(byte), "a string takes any character"
+    matcher.rollback(mark)
+    assert matcher.feed(ord("x"))
+    asked = parser.calls - before
+    assert asked == 0, (f"inside one lexeme nothing ends, so the parser has nothing to say: feed, checkpoint and "
+                        f"rollback asked it {asked} times (remember its checkpoint instead of asking)")
+
+
 # ================================================================ task 3: the trie walk
 
 
