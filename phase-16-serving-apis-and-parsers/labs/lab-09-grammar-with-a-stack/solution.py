@@ -15,8 +15,20 @@ from typing import Any, Protocol
 from mini_vllm.labtypes.lab08 import Vocabulary
 from mini_vllm.labtypes.lab09 import DEAD, Grammar, Lexeme, Mark, Rule, Split
 
-__all__ = ["DEAD", "ByteMatcher", "EarleyParser", "Grammar", "LexerCache", "Lexeme", "Mark", "Rule", "Split",
-           "SplitMasker", "TrieMasker", "Vocabulary"]
+__all__ = [
+    "DEAD",
+    "ByteMatcher",
+    "EarleyParser",
+    "Grammar",
+    "Lexeme",
+    "LexerCache",
+    "Mark",
+    "Rule",
+    "Split",
+    "SplitMasker",
+    "TrieMasker",
+    "Vocabulary",
+]
 
 LexerState = tuple[tuple[int, int], ...]  # the live (lexeme id, automaton state) pairs, sorted
 
@@ -92,7 +104,7 @@ class EarleyParser:
         return frozenset(s for s in self._sets[-1].waiting if isinstance(s, int))
 
     def push(self, lexemes: frozenset[int]) -> bool:
-        """Take one lexeme that is any of ``lexemes`` (they matched the same bytes); False and no change if none fits."""
+        """Take one lexeme that is any of ``lexemes`` (they read the same bytes); False, no change, if none fits."""
         last = self._sets[-1]
         seeds = [(rule, dot + 1, origin) for lexeme in lexemes for rule, dot, origin in last.waiting.get(lexeme, ())]
         if not seeds:
@@ -255,7 +267,7 @@ class TrieMasker:
         self._trie = _Trie(vocab.tokens)  # built once: for Tekken a second of Python
 
     def mask(self, matcher: Any) -> list[int]:
-        """Walk the trie from the matcher's state; a refused byte skips everything below it; the matcher ends as it began."""
+        """A trie walk from the matcher's state: a refused byte skips its subtree; the matcher ends as it began."""
         allowed: list[int] = []
         _walk(self._trie, matcher, 0, allowed)
         if matcher.can_end():

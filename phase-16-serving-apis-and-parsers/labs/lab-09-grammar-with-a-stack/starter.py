@@ -12,8 +12,20 @@ from typing import Any, Protocol
 from mini_vllm.labtypes.lab08 import Vocabulary
 from mini_vllm.labtypes.lab09 import DEAD, Grammar, Lexeme, Mark, Rule, Split
 
-__all__ = ["DEAD", "ByteMatcher", "EarleyParser", "Grammar", "LexerCache", "Lexeme", "Mark", "Rule", "Split",
-           "SplitMasker", "TrieMasker", "Vocabulary"]
+__all__ = [
+    "DEAD",
+    "ByteMatcher",
+    "EarleyParser",
+    "Grammar",
+    "Lexeme",
+    "LexerCache",
+    "Mark",
+    "Rule",
+    "Split",
+    "SplitMasker",
+    "TrieMasker",
+    "Vocabulary",
+]
 
 LexerState = tuple[tuple[int, int], ...]  # the live (lexeme id, automaton state) pairs, sorted
 
@@ -45,7 +57,7 @@ class EarleyParser:
         raise NotImplementedError("lab-09 task 1: implement EarleyParser.allowed — see README, 'Your task'")
 
     def push(self, lexemes: frozenset[int]) -> bool:
-        """Take one lexeme that is any of ``lexemes`` (they matched the same bytes); False and no change if none fits."""
+        """Take one lexeme that is any of ``lexemes`` (they read the same bytes); False, no change, if none fits."""
         raise NotImplementedError("lab-09 task 1: implement EarleyParser.push — see README, 'Your task'")
 
     def accepts(self) -> bool:

@@ -232,23 +232,31 @@ def test_whole_texts_agree_with_lark_earley(value: Any, spaced: bool) -> None:
 # ================================================================ task 2: the join
 
 
+# Bytes every step tries besides a sample: JSON's punctuation, the starts of numbers and literals, a
+# continuation byte, a lead byte, bytes that are never UTF-8.
+STRUCTURAL = b'{}[]",: .eE+-019tfnu\\\x80\xc3\xe6\xf0\xff\x1f'
+
+
 def byte_walk(name: str, seed: int, steps: int) -> tuple[list[Step], str | None]:
-    """Feed random allowed bytes; at every step the bytes your matcher takes (and EOS) equal llguidance's byte mask."""
+    """Feed random allowed bytes; at every step, the bytes tried are taken exactly when llguidance's byte mask
+    allows them (the structural bytes, and a sample of the others), and EOS exactly when it allows EOS."""
     grammar, vocab = grammar_of(name), family_vocabulary("byte")
     oracle = GuidanceGrammarOracle(grammar, vocab)
     matcher = lab.ByteMatcher(grammar, LarkParser(grammar))
     rng, table, output = random.Random(seed), [], b""
     for _ in range(steps):
+        want_all = oracle.mask()
+        tried = sorted(set(STRUCTURAL) | set(rng.sample(range(256), 24)))
         mine = []
-        for byte in range(256):
+        for byte in tried:
             mark = matcher.checkpoint()
             if matcher.feed(byte):
                 mine.append(byte)
                 matcher.rollback(mark)
         if matcher.can_end():
             mine.append(vocab.eos_token_id)
-        want = oracle.mask()
-        token = rng.choice(want)
+        want = [t for t in want_all if t in tried or t == vocab.eos_token_id]
+        token = rng.choice(want_all)
         table.append(Step(str(token), b"" if token == vocab.eos_token_id else bytes([token]), mask_text(mine, vocab),
                           mask_text(want, vocab)))
         if mine != want:
@@ -256,7 +264,7 @@ def byte_walk(name: str, seed: int, steps: int) -> tuple[list[Step], str | None]
         if token == vocab.eos_token_id:
             break
         oracle.consume(token)
-        assert matcher.feed(token), f"feed({token}) must take a byte it allowed a moment ago"
+        assert matcher.feed(token), f"feed({token}) must take a byte llguidance allows here"
         output += bytes([token])
     return table, None
 
@@ -265,7 +273,7 @@ def byte_walk(name: str, seed: int, steps: int) -> tuple[list[Step], str | None]
 @pytest.mark.parametrize("name", ["weather", "tree", "thread", "kinds", "json_object"])
 def test_bytes_taken_equal_llguidance(name: str) -> None:
     for seed in range(2):
-        table, problem = byte_walk(name, seed, 45)
+        table, problem = byte_walk(name, seed, 30)
         assert problem is None, format_trace(
             table, f"schema {name!r}, seed {seed}: a byte is taken when a live lexeme can read it, or when a "
             f"complete one ends there, the parser takes it, and the byte starts a lexeme the parser allows next; "
@@ -393,14 +401,13 @@ def mask_walk(masker_of: Any, family: str, name: str, seed: int, steps: int) -> 
     return table, None
 
 
-TRIE_WALKS = {"byte": 30, "bpe": 25, "spm": 25, "mistral": 4}
+TRIE_WALKS = {"byte": 30, "bpe": 25, "spm": 25}
 
 
 @pytest.mark.task(3)
 @pytest.mark.parametrize("family", list(TRIE_WALKS))
 def test_trie_mask_equals_llguidance(family: str) -> None:
-    walks = ("weather", "tree", "json_object") if family != "mistral" else ("weather",)
-    for name in walks:
+    for name in ("weather", "tree", "json_object"):
         table, problem = mask_walk(lambda _g, vocab: lab.TrieMasker(vocab), family, name, 1, TRIE_WALKS[family])
         assert problem is None, format_trace(
             table, f"{family}, schema {name!r}: the mask is every token whose bytes the matcher takes one after the "
@@ -498,7 +505,7 @@ def test_split_is_computed_once_per_lexer_state() -> None:
 def test_split_mask_equals_llguidance(family: str) -> None:
     # The real vocabularies walk fewer steps and schemas: a trie of Tekken takes seconds of Python to build.
     walks = {"byte": 30, "bpe": 25, "spm": 25, "mistral": 6, "tekken": 5}[family]
-    schemas = {"mistral": ("weather", "json_object"), "tekken": ("json_object",)}.get(
+    schemas = {"mistral": ("json_object",), "tekken": ("json_object",)}.get(
         family, ("weather", "tree", "thread", "json_object"))
     for name in schemas:
         table, problem = mask_walk(lambda grammar, vocab: lab.SplitMasker(grammar, vocab), family, name, 2, walks)
@@ -509,7 +516,7 @@ def test_split_mask_equals_llguidance(family: str) -> None:
 
 
 def counted_masks(schema: Any, text: bytes, family: str = "bpe") -> list[tuple[int, int]]:
-    """(lexer steps, parser pushes) of each SplitMasker mask along ``text``, token by token, counted on the tests' side."""
+    """(lexer steps, parser pushes) of each SplitMasker mask along ``text``, counted on the tests' side."""
     grammar, counters = counting_grammar(schema_to_grammar(schema))
     vocab = family_vocabulary(family)
     parser = LarkParser(grammar)
