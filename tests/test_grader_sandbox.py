@@ -26,7 +26,7 @@ import pytest
 from instructor.contract import LabRun, run_jobs
 from instructor.variants import Job
 from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
-from mini_vllm.sandbox.isolation import probe
+from mini_vllm.sandbox.isolation import BWRAP, probe
 
 pytestmark = [pytest.mark.contract, pytest.mark.timeout(1200)]
 
@@ -103,6 +103,7 @@ def batch_param(batch: str) -> list[object]:
             for name in BATCHES[batch]]
 
 
+@pytest.mark.slow  # a dishonest submission graded through the sandbox: make check
 @pytest.mark.parametrize(("batch", "name"), [p for b in BATCHES for p in batch_param(b)])
 def test_a_dishonest_submission_earns_nothing(batch: str, name: str, listener: Listener) -> None:
     runs, before, after = graded(batch, listener)
@@ -121,13 +122,15 @@ def test_a_dishonest_submission_earns_nothing(batch: str, name: str, listener: L
         f"the reference graded after {batch} lost points, so an attack left something behind: {honest}")
 
 
+@pytest.mark.slow  # a dishonest submission graded through the sandbox: make check
 def test_the_network_was_out_of_reach(listener: Listener) -> None:
     runs, _, _ = graded("peeking", listener)
     assert runs["opens_a_connection"].results["score"] == 0
-    if probe().namespaces:
+    if probe().kind == BWRAP:
         assert not listener.reached, "graded code reached a server on 127.0.0.1: the child has a network"
 
 
+@pytest.mark.slow  # a dishonest submission graded through the sandbox: make check
 def test_a_lab_that_reads_answers_does_not_import(listener: Listener) -> None:
     """Reading the reference, the tests or another lab's answer fails where the child looks."""
     runs, _, _ = graded("peeking", listener)
@@ -136,6 +139,7 @@ def test_a_lab_that_reads_answers_does_not_import(listener: Listener) -> None:
         assert all("does not import" in o for o in outputs), f"{name}: {sorted(outputs)[:3]}"
 
 
+@pytest.mark.slow  # a dishonest submission graded through the sandbox: make check
 def test_runaway_code_is_stopped_and_named(listener: Listener) -> None:
     runs, _, _ = graded("runaway", listener)
     hang = [t["output"] for t in runs["hangs_in_feed"].tests]

@@ -32,6 +32,7 @@ from instructor.autograder import local
 from instructor.autograder.build import build
 from instructor.autograder.run import run_in_own_group
 from mini_vllm.labs import REPO_ROOT, lab_number
+from mini_vllm.sandbox.isolation import probe
 from mini_vllm.testing.policy import load_policy
 
 DEFAULT_OUT = REPO_ROOT / "build" / "batch"
@@ -60,7 +61,9 @@ def students(submissions: Path) -> list[tuple[str, Path]]:
 def prepare_template(work: Path) -> Path:
     """The autograder built, unpacked and set up once in ``work`` (its ``/autograder`` minus a submission)."""
     template = work / "template"
-    local.install(build(work / "autograder.zip"), template)
+    archive = build(work / "autograder.zip")
+    archive.chmod(0o600)  # the reference solutions are inside: root's (the grader's) only
+    local.install(archive, template)
     return template
 
 
@@ -159,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     class_list = students(args.submissions)
     if not class_list:
         raise SystemExit(f"grade-batch: no student folder or .zip in {args.submissions}")
+    walls = probe()
+    if not walls.official:
+        raise SystemExit(f"grade-batch: refusing to grade: this machine cannot wall off students' code ({walls.why})")
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     work = local.scratch_dir("grade-batch-")

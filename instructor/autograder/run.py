@@ -34,6 +34,7 @@ from typing import Any
 
 from instructor.autograder.submission import Found, locate, missing_lab_module
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
+from mini_vllm.sandbox.isolation import probe
 from mini_vllm.testing.gradescope import results_document, validate
 from mini_vllm.testing.policy import load_policy
 from mini_vllm.testing.provenance import sha256_of
@@ -98,6 +99,12 @@ def grade(root: Path) -> dict[str, Any]:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o700)
     found = locate(root / "submission", staging)
+    walls = probe()
+    if not walls.official:  # a grade given without the walls would not be one
+        reason = f"this machine cannot wall off the student's code, so it grades nothing: {walls.why}"
+        refused = crashed_results(reason, "", found)
+        refused["extra_data"]["autograder"]["status"] = "refused"
+        return refused
     graded = selected_labs(found)
     files = {f.lab: f.file if f.file is not None else missing_lab_module(f, staging) for f in graded}
     raw_results = staging / "results.json"

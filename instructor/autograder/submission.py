@@ -3,8 +3,9 @@
 A student uploads their copy of the release: the whole repository, or a zip of it, possibly one
 folder deep (``my-course/phase-16-serving-apis-and-parsers/...``). Each lab's file is looked for
 at its path in the release. What is found is copied to a folder of the grader's (the student's
-upload is never graded in place), and only regular files are taken: a symbolic link could point
-at the grader's own files.
+upload is never graded in place), and only regular files reached without leaving the upload are
+taken: a symbolic link (to the file, or to a folder on its way) could point at the grader's own
+files or at another student's.
 """
 
 from __future__ import annotations
@@ -99,11 +100,22 @@ def locate(upload: Path, staging: Path) -> list[Found]:
             found.append(Found(lab, None, looked_for, shown,
                                problem=f"{lab}: {shown} is not a regular file (a link?), so it was not graded"))
             continue
+        if not _inside(hit, [upload, staging / "unzipped"]):
+            found.append(Found(lab, None, looked_for, shown,
+                               problem=f"{lab}: {shown} leads out of your upload through a link (a linked folder), "
+                                       "so it was not graded: upload the files themselves"))
+            continue
         copy = staging / "labs" / lab / "starter.py"
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(hit, copy)
         found.append(Found(lab, copy, looked_for, shown))
     return found
+
+
+def _inside(path: Path, folders: list[Path]) -> bool:
+    """Whether ``path``, every link on its way followed, is still inside one of ``folders``."""
+    real = path.resolve()
+    return any(real.is_relative_to(folder.resolve()) for folder in folders)
 
 
 def _relative(path: Path, upload: Path, staging: Path) -> str:

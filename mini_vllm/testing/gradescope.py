@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from mini_vllm.labs import REPO_ROOT, describe_choice, impl_path, lab_dir, lab_number
 from mini_vllm.testing.policy import load_policy, test_id
-from mini_vllm.testing.provenance import course_commit, course_version, file_record, isolation, read_build_info
+from mini_vllm.testing.provenance import course_commit, course_version, file_record, read_build_info, walls
 
 SCHEMA_PATH = Path(__file__).with_name("gradescope_results.schema.json")
 _DECIMALS = 4  # points are exact fractions until here; Gradescope shows two decimals
@@ -94,6 +94,7 @@ def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> d
     policy = load_policy()
     labs = sorted({t.lab for t in tests})
     composed = sorted({c for t in tests for c in t.composes} - {f"lab-{lab_number(lab)}" for lab in labs})
+    walled = walls()
     return {
         "max_score": _points(total),
         "partial_run": partial or None,
@@ -103,7 +104,8 @@ def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> d
         "tests_version": policy.tests_version,
         "implementation": describe_choice(),
         "lab_compose": os.environ.get("LAB_COMPOSE") or None,
-        "isolation": isolation(),
+        "isolation": walled[0],
+        "official": walled[1],
         "python": platform.python_version(),
         "labs": _lab_points(tests),
         "files": {
