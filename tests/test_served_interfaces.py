@@ -73,10 +73,9 @@ def test_a_counting_tokenizer_is_served_never_sent() -> None:
 
 
 def test_a_counting_automaton_is_served_never_sent() -> None:
-    from mini_vllm.grammar import regex_to_chars
-    from mini_vllm.testing.structured import oracle_bytes
+    from mini_vllm.testing.structured import library_grammar
 
-    automaton = CountingAutomaton(oracle_bytes(regex_to_chars("ab")))
+    automaton = CountingAutomaton(library_grammar("ab").automaton)
     stand_in, lent = across(automaton)
     assert lent == [automaton] and isinstance(stand_in, served.ServedAutomaton)
     assert (stand_in.start, stand_in.num_states) == (automaton.start, automaton.num_states)
