@@ -140,7 +140,8 @@ def _remote_lab(lab: str) -> Any:
     key = Path(f"sandbox:{number}:{path}")
     remote = _loaded.get(key)
     if remote is None:
-        remote = _loaded[key] = open_lab(number, path, _chosen_file, all_lab_numbers(), _reference_file)
+        remote = _loaded[key] = open_lab(number, path, _chosen_file, all_lab_numbers(), _reference_file,
+                                         COMPOSED_STAGES.get(number, ()))
     return remote
 
 
