@@ -199,19 +199,23 @@ class Meter:
                 if parent in depth and pid not in depth:
                     depth[pid] = depth[parent] + 1
                     grew = True
-        for pid in depth.keys() | owners:
-            if pid in self._handles:
-                continue
-            try:
-                self._handles[pid] = os.open(f"{PROC}/{pid}/stat", os.O_RDONLY)
-            except OSError:
-                continue
         # The Python process serving the calls, for its wait for a CPU: the outermost one of the tree
         # started as this interpreter (unshare or bwrap above it are other programs; its forks are deeper).
         if self.main is None or self.main not in depth:
             python = os.fsencode(sys.executable)
             serving = [pid for pid in depth if (_read(f"{PROC}/{pid}/cmdline") or b"").split(b"\0")[0] == python]
             self.main = min(serving, key=depth.__getitem__) if serving else None
+        # The wrappers above it only wait (read at every call, they would double its cost): left out.
+        floor = depth.get(self.main, 0) if self.main is not None else 0
+        for pid in [p for p in self._handles if p in depth and depth[p] < floor]:
+            self._forget(pid)
+        for pid in {p for p in depth if depth[p] >= floor} | owners:
+            if pid in self._handles:
+                continue
+            try:
+                self._handles[pid] = os.open(f"{PROC}/{pid}/stat", os.O_RDONLY)
+            except OSError:
+                continue
 
 
 class Clock:
