@@ -141,7 +141,7 @@ def _remote_lab(lab: str) -> Any:
     remote = _loaded.get(key)
     if remote is None:
         remote = _loaded[key] = open_lab(number, path, _chosen_file, all_lab_numbers(), _reference_file,
-                                         COMPOSED_STAGES.get(number, ()))
+                                         _reference_module, COMPOSED_STAGES.get(number, ()))
     return remote
 
 
@@ -154,6 +154,11 @@ def _chosen_file(number: str) -> Path | None:
         return impl_path(number)
     except (FileNotFoundError, LookupError):
         return None
+
+
+def _reference_module(number: str) -> Any:
+    """The reference of lab ``number``, loaded in this process (what a composing lab's proxy is served from)."""
+    return load_lab(number, DEFAULT_IMPL)
 
 
 def _reference_file(number: str) -> Path | None:
