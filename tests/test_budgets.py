@@ -118,7 +118,7 @@ def composed(number: str, compose: str, chosen: str, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(remote, "_source", lambda path: [str(path), ""])
     labs = ["01", "02", "03", "04", "05", "06", "07", "08"]
     lab = remote.open_lab(number, Path(f"{number}/{chosen}.py"), lambda n: Path(f"{n}/{chosen}.py"), labs,
-                          lambda n: Path(f"{n}/solution.py"), COMPOSED_STAGES.get(number, ()))
+                          lambda n: Path(f"{n}/solution.py"), None, stages=COMPOSED_STAGES.get(number, ()))
     remote._workers.remove(lab._worker)
     return lab._worker
 
