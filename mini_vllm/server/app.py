@@ -22,6 +22,7 @@ from mini_vllm.labs import load_lab
 from mini_vllm.protocol import check_model
 from mini_vllm.server.bodies import BODY_MODELS
 from mini_vllm.server.chat import chat_router
+from mini_vllm.server.compile_pool import CompilePool
 from mini_vllm.server.messages import messages_router
 from mini_vllm.server.responses import responses_router
 
@@ -45,6 +46,8 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
     app = FastAPI(title="mini_vllm", version="0.1.0", description="An OpenAI-compatible server for a toy model")
     install_error_handling(app, max_body_bytes, shapes={"/v1/messages": anthropic_error_body})
     app.state.engine = engine
+    app.state.compile_pool = pool = CompilePool()
+    app.router.on_shutdown.append(pool.close)  # the grammar compiles' workers die with the server (SIGTERM)
     card = ModelCard(id=model_name, object="model", created=0, owned_by="mini_vllm",
                      max_model_len=engine.max_model_len)
 

@@ -30,7 +30,8 @@ from mini_vllm.engine import Engine
 from mini_vllm.kv_pool import NoFreeBlocks
 from mini_vllm.protocol import GenerationRequest, context_exceeded
 from mini_vllm.server.bodies import read_body
-from mini_vllm.server.structured import compile_constraint
+from mini_vllm.server.compile_pool import CompilePool
+from mini_vllm.server.structured import grammar_for
 
 __all__ = ["Framing", "Generation", "admit", "generate", "lab_errors_as_api_errors", "prepare", "read_body",
            "respond", "sse"]
@@ -83,12 +84,14 @@ class Generation:
 
 
 async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix: str = "",
-                  inline: bool = False) -> Generation:
+                  inline: bool = False, request: Request | None = None) -> Generation:
     """Build the prompt and tokenize it in a worker thread, then fix the parameters to the context left.
 
     Tokenizing a long prompt is pure Python: on the event loop, one 10 MB prompt would freeze
     every other stream (and /health) until it was done. In a thread, the loop keeps its turns.
     ``inline``: the body was small (``bodies.small_body``), so the work is too: skip the thread's hop.
+    A constraint is compiled in the app's compile pool (a worker process); if the client leaves
+    while it waits, it stops waiting (and the compile stops, if nobody else waits for it).
     """
     def work() -> tuple[GenerationRequest, list[int]]:
         req = build()
@@ -96,17 +99,30 @@ async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix
 
     req, prompt_ids = work() if inline else await asyncio.to_thread(work)
     grammar = None
-    if req.constraint is not None:  # an index over the whole vocabulary: always off the loop, however small the body
-        grammar = await asyncio.to_thread(compile_grammar, engine, req.constraint)
+    if req.constraint is not None:  # an index over the whole vocabulary: in a worker process, never on the loop
+        pool = compile_pool(request)
+        with lab_errors_as_api_errors():
+            work = grammar_for(engine, req.constraint, pool)
+            grammar = await (cancel_on_disconnect(request, work) if request is not None else work)
+        if grammar is None:
+            raise ClientLeft("the client closed the connection while its grammar compiled")
     params = req.sampling_params(len(prompt_ids), engine.capacity_tokens)
     prefix = prefix or ("chatcmpl" if req.kind == "chat" else "cmpl")
     return Generation(req, f"{prefix}-{uuid.uuid4().hex[:24]}", prompt_ids, params, grammar)
 
 
-def compile_grammar(engine: Engine, constraint: Any) -> Any:
-    """The request's grammar compiled by lab-08's code: a stub there is a 501 naming its task."""
-    with lab_errors_as_api_errors():
-        return compile_constraint(engine, constraint)
+_default_pool: CompilePool | None = None
+
+
+def compile_pool(request: Request | None) -> CompilePool:
+    """The app's compile pool (``create_app`` makes it and kills its workers at shutdown), or one for tests."""
+    global _default_pool
+    pool = getattr(request.app.state, "compile_pool", None) if request is not None else None
+    if pool is None:
+        if _default_pool is None:
+            _default_pool = CompilePool()
+        pool = _default_pool
+    return pool
 
 
 def encode_prompt(engine: Engine, prompt: str, field: str = "messages") -> list[int]:
@@ -124,9 +140,9 @@ MAX_WAITING = 1024  # requests waiting for KV blocks at once; past this the serv
 class ClientLeft(ApiError):
     """The client hung up before its request was admitted: nobody reads the answer (nginx's 499)."""
 
-    def __init__(self) -> None:
-        super().__init__(499, "the client closed the connection while its request waited for KV cache blocks",
-                         code="client_closed_request")
+    def __init__(self, message: str = "the client closed the connection while its request waited for KV cache "
+                 "blocks") -> None:
+        super().__init__(499, message, code="client_closed_request")
 
 
 async def admit(request: Request, engine: Engine, generation: Generation) -> None:
@@ -146,9 +162,11 @@ async def admit(request: Request, engine: Engine, generation: Generation) -> Non
             return
         except NoFreeBlocks:
             pass
-    if engine.num_waiting >= MAX_WAITING:
+    compiling = compile_pool(request).waiting  # requests before their compile count too
+    if engine.num_waiting + compiling >= MAX_WAITING:
         raise ApiError(503, f"the server is overloaded: {engine.num_waiting} requests are waiting for KV cache "
-                       "blocks already; retry later", type="server_error", code="overloaded")
+                       f"blocks already ({compiling} more for a grammar); retry later", type="server_error",
+                       code="overloaded")
     waited = await cancel_on_disconnect(request, wait_in_line(engine, generation))
     if waited is None:
         raise ClientLeft

@@ -1,20 +1,18 @@
 """Constrained decoding in the server: a request's grammar compiled by lab-08's code, and the sampler it drives.
 
-``prepare`` (in a worker thread) calls :func:`compile_constraint`: the regex becomes a character
-automaton (given), lab-08's ``lift_to_bytes`` lifts it, its ``TokenIndex`` precomputes every
-state's mask. Compiled grammars are kept per (regex, tokenizer), so a schema a client sends
-again costs nothing. The engine then asks :meth:`Grammar.chooser` for each token: the toy
-model's scores, and lab-08's ``StructuredSampler`` picks the best token the mask allows.
-
-That choice runs on the event loop, between the engine's steps (each step yields to the loop):
-about a millisecond a token on the shipped vocabularies, tens of milliseconds on Tekken, whose
-scores cover 131,072 tokens. A real server computes logits and masks on the GPU worker instead.
+``prepare`` calls :func:`grammar_for`: the schema was already checked against the published
+limits (``mini_vllm.schema_regex``); here the regex becomes a character automaton (given),
+lab-08's ``lift_to_bytes`` lifts it and its ``TokenIndex`` precomputes every state's mask,
+all in a worker process the server can kill (``compile_pool``), under CPU and memory limits.
+Compiled grammars are kept per (regex, tokenizer, lab code), in a cache bounded in bytes.
+The engine then asks :meth:`Grammar.chooser` for each token: the toy model's scores, and
+lab-08's ``StructuredSampler`` picks the best token the mask allows. The engine runs that
+choice in its decode thread, never on the event loop (``mini_vllm.engine``).
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -22,22 +20,20 @@ from typing import Any
 
 from mini_vllm.constraints import Constraint
 from mini_vllm.engine import Engine
-from mini_vllm.grammar import regex_to_chars, vocabulary_of
+from mini_vllm.grammar import vocabulary_of
 from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab08 import TOOL_CALL_START, Vocabulary
+from mini_vllm.server.compile_pool import CompilePool
 
-CACHED_GRAMMARS = 32
-_grammars: OrderedDict[tuple[str, int, str], Grammar] = OrderedDict()
 _vocabularies: dict[int, Vocabulary] = {}
-_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
 class Grammar:
     lab: ModuleType
-    automaton: Any  # lab-08's ByteAutomaton
+    automaton: Any  # a ByteAutomaton (plain data from the worker, built by lab-08's lift_to_bytes)
     vocab: Vocabulary
-    index: Any  # lab-08's TokenIndex
+    index: Any  # the worker's TokenIndex as plain data: ``allowed(state)``
     tool_call: bool  # the grammar is a forced call (its tag may end a thought)
 
     def chooser(self, engine: Engine, user_message: str, thinking: bool) -> Callable[[Sequence[int]], int]:
@@ -56,21 +52,21 @@ class Grammar:
         return choose
 
 
-def compile_constraint(engine: Engine, constraint: Constraint) -> Grammar:
+def vocabulary(engine: Engine) -> Vocabulary:
+    """The engine's vocabulary as lab-08's data (every token's bytes: seconds on Tekken, so once)."""
+    tokenizer = engine.tokenizer
+    found = _vocabularies.get(id(tokenizer))
+    if found is None:
+        found = _vocabularies[id(tokenizer)] = vocabulary_of(tokenizer)
+    return found
+
+
+async def grammar_for(engine: Engine, constraint: Constraint, pool: CompilePool) -> Grammar:
+    """The request's grammar, compiled in ``pool``'s worker (or found in its cache)."""
     lab = load_lab("lab-08")
     tokenizer = engine.tokenizer
     key = (constraint.regex, id(tokenizer), str(lab.__file__))
-    with _lock:
-        if key in _grammars:
-            _grammars.move_to_end(key)
-            return _grammars[key]
-        vocab = _vocabularies.get(id(tokenizer))
-        if vocab is None:
-            vocab = _vocabularies[id(tokenizer)] = vocabulary_of(tokenizer)
-    automaton = lab.lift_to_bytes(regex_to_chars(constraint.regex))
-    grammar = Grammar(lab, automaton, vocab, lab.TokenIndex(automaton, vocab), constraint.source == "tool_call")
-    with _lock:
-        _grammars[key] = grammar
-        while len(_grammars) > CACHED_GRAMMARS:
-            _grammars.popitem(last=False)
-    return grammar
+    vocab = _vocabularies.get(id(tokenizer)) or await asyncio.to_thread(vocabulary, engine)
+    compiled = await pool.get(key, constraint.regex, f"{type(tokenizer).__name__}:{id(tokenizer)}",
+                              lambda: vocab, str(lab.__file__))
+    return Grammar(lab, compiled.automaton, vocab, compiled.index, constraint.source == "tool_call")
