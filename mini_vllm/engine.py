@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -145,14 +146,17 @@ class Engine:
         if request_id not in self._running:
             self.admit(request_id, len(prompt_ids))
         # The scripted reply, or (structured outputs, lab-08) a reply chosen token by token under a grammar.
-        reply = self.model.reply_ids(user_message, prompt_ids) if choose is None else chosen(choose, self.tokenizer)
+        reply = scripted(self.model.reply_ids(user_message, prompt_ids)) if choose is None else \
+            chosen(choose, self.tokenizer)
         # Read once: this loop runs for every token of every request, and is the server's hot path.
         eos, delay, per_step, pool = self.tokenizer.eos_token_id, self.token_delay_s, self.tokens_per_step, self.pool
         room = pool.blocks_held(request_id) * pool.block_size  # tokens the held blocks can take
         finished = False
         step_ids: list[int] = []
         try:
-            for count, token_id in enumerate(reply, start=1):
+            count = 0
+            async for token_id in reply:
+                count += 1
                 needed = len(prompt_ids) + min(count + 1, params.max_tokens)  # this token and room for the next
                 if needed > room and pool.try_reserve(request_id, needed):  # a new block, only at a boundary
                     room = pool.blocks_held(request_id) * pool.block_size
@@ -190,10 +194,22 @@ class Engine:
             self._admit_waiting()
 
 
-def chosen(choose: Callable[[Sequence[int]], int], tokenizer: object) -> Iterator[int]:
-    """Token ids picked one at a time by ``choose`` (given the reply so far), up to and including EOS."""
+async def scripted(ids: Sequence[int]) -> AsyncIterator[int]:
+    for token_id in ids:
+        yield token_id
+
+
+# Constrained decoding's choice (the model's scores over the whole vocabulary, the grammar's mask, the
+# sampler's pick) is pure Python: on Tekken tens of milliseconds a token, and a student's sampler may be
+# slower still. It runs here, one choice at a time, never on the event loop (a GPU worker's place in vLLM).
+DECODE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mini_vllm-decode")
+
+
+async def chosen(choose: Callable[[Sequence[int]], int], tokenizer: object) -> AsyncIterator[int]:
+    """Token ids picked one at a time by ``choose`` (given the reply so far, in the decode thread), up to EOS."""
     eos = tokenizer.eos_token_id  # type: ignore[attr-defined]
+    loop = asyncio.get_running_loop()
     ids: list[int] = []
     while not ids or ids[-1] != eos:
-        ids.append(choose(ids))
+        ids.append(await loop.run_in_executor(DECODE_THREAD, choose, ids))
         yield ids[-1]

@@ -218,6 +218,10 @@ async def generate(engine: Engine, generation: Generation, output: Any, framing:
                     break
                 engine_reason = out.finish_reason or engine_reason
             last = finish(output, engine_reason)
+            if generation.grammar is not None and generation.grammar.tool_call and last.finish_reason == "length":
+                # A forced call is the whole reply: cut before its name, the pipeline would show the tag it
+                # held back (``<tool_ca``) as text. Under a grammar that text is the call's, never content.
+                last.text = ""
         except ValueError as error:
             failed = framing.fail(error)
             if failed is None:
