@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mini_vllm.kv_pool import BlockPool, NoFreeBlocks
 from mini_vllm.sampling import SamplingParams
@@ -135,7 +136,7 @@ class Engine:
 
     async def generate(self, request_id: str, prompt_ids: Sequence[int], user_message: str,
                        params: SamplingParams,
-                       choose: Callable[[Sequence[int]], int] | None = None) -> AsyncIterator[EngineOutput]:
+                       choose: Callable[[Sequence[int]], Any] | None = None) -> AsyncIterator[EngineOutput]:
         """Stream the reply's token ids. Leaving early (break, cancellation) aborts the request.
 
         A request admitted with its ``max_tokens`` reserved (as the server admits them) already
@@ -200,16 +201,18 @@ async def scripted(ids: Sequence[int]) -> AsyncIterator[int]:
 
 
 # Constrained decoding's choice (the model's scores over the whole vocabulary, the grammar's mask, the
-# sampler's pick) is pure Python: on Tekken tens of milliseconds a token, and a student's sampler may be
-# slower still. It runs here, one choice at a time, never on the event loop (a GPU worker's place in vLLM).
+# sampler's pick) is pure Python: on Tekken tens of milliseconds a token. A plain function runs here, one
+# choice at a time, never on the event loop; the server passes a coroutine function instead, which
+# runs the choice in a process of its own (``mini_vllm.server.decode_worker``), off the loop's GIL too.
 DECODE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mini_vllm-decode")
 
 
-async def chosen(choose: Callable[[Sequence[int]], int], tokenizer: object) -> AsyncIterator[int]:
-    """Token ids picked one at a time by ``choose`` (given the reply so far, in the decode thread), up to EOS."""
+async def chosen(choose: Callable[[Sequence[int]], Any], tokenizer: object) -> AsyncIterator[int]:
+    """Token ids picked one at a time by ``choose`` (given the reply so far), up to and including EOS."""
     eos = tokenizer.eos_token_id  # type: ignore[attr-defined]
     loop = asyncio.get_running_loop()
+    awaited = inspect.iscoroutinefunction(choose) or inspect.iscoroutinefunction(type(choose).__call__)
     ids: list[int] = []
     while not ids or ids[-1] != eos:
-        ids.append(await loop.run_in_executor(DECODE_THREAD, choose, ids))
+        ids.append(await choose(ids) if awaited else await loop.run_in_executor(DECODE_THREAD, choose, ids))
         yield ids[-1]

@@ -35,7 +35,9 @@ def serve(host: str = "127.0.0.1", port: int = 8000, tokenizer: str = "bpe", tok
     app = create_app(build_engine(tokenizer, token_delay_s, tokens_per_step=tokens_per_step), MODEL_NAME,
                      reasoning=reasoning, reasoning_field=reasoning_field)
     add_demo_routes(app, model_name=MODEL_NAME, default_tokenizer=tokenizer)  # /demo: the page of `make demo`
-    uvicorn.run(app, host=host, port=port, log_level="info", http=ReadTimeoutH11Protocol)
+    # SIGTERM: requests still running get 5 s, then the shutdown hook kills the grammar workers (a compile
+    # would otherwise hold the graceful shutdown for up to its CPU limit).
+    uvicorn.run(app, host=host, port=port, log_level="info", http=ReadTimeoutH11Protocol, timeout_graceful_shutdown=5)
 
 
 class BackgroundServer:

@@ -10,9 +10,14 @@ cancelled when its last client leaves; the grammar cache is bounded in bytes.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -411,3 +416,58 @@ def test_no_schema_shape_answers_500_on_any_endpoint(server: BackgroundServer, s
                 f"{path} with schema {json.dumps(schema)[:300]} answered {reply.status_code}: {reply.text[:300]}")
 
 
+
+
+# ------------------------------------------------------------------ SIGTERM during a compile
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_compile_does_not_hang_and_leaves_no_worker() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "mini_vllm", "serve", "--port", str(port), "--tokenizer", "bpe"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: _healthy(port), "the server to start", 60)
+        schema = {"type": "object", "properties": {f"p{j}": {"type": "string", "maxLength": 256} for j in range(6)},
+                  "required": [f"p{j}" for j in range(6)]}
+        threading.Thread(target=lambda: _quietly(lambda: httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions", json=chat(schema), timeout=60)), daemon=True).start()
+        wait_until(lambda: _children(server.pid), "the compile worker to start", 30)
+        workers = _children(server.pid)
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("SIGTERM during a grammar compile: the server was still running 20 s later")
+        wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in workers),
+                   "the compile workers to die with the server", 10)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(5)
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started, from any of its threads."""
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as children:
+                found += [int(p) for p in children.read().split()]
+    except OSError:
+        pass
+    return found
+
+
+def _quietly(call: Callable[[], object]) -> None:
+    with contextlib.suppress(httpx.HTTPError):
+        call()

@@ -10,7 +10,8 @@ runs in the server's process:
 - one compile per (regex, tokenizer, lab code) at a time: every request for the same grammar
   waits on that one (single-flight), and when the last of them leaves, the compile is killed;
 - the results come back as plain data (the byte automaton's table and the index's distinct
-  masks as ``array('i')``), kept in a cache bounded in bytes;
+  masks as ``array('i')``, pickled), kept in a cache bounded in bytes and handed to the decode
+  process (``decode_worker``) with each request that uses them;
 - requests waiting for a compile count toward a bound (503 past it), like those waiting for
   KV blocks.
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
-import os
+import pickle
 import threading
 from array import array
 from collections import OrderedDict
@@ -33,6 +34,7 @@ from typing import Any
 
 from mini_vllm.api_errors import ApiError
 from mini_vllm.labtypes.lab08 import ByteAutomaton, Vocabulary
+from mini_vllm.server.decode_worker import DecodeWorker
 
 CPU_SECONDS = 60  # one compile's CPU time (Tekken's index for a 32-character string takes about 25 s today)
 MEMORY_BYTES = 4 * 1024**3  # a worker's address space (Tekken's vocabulary and index: a few hundred MB)
@@ -51,19 +53,22 @@ class CompiledIndex:
     def allowed(self, state: int) -> array:
         return self.masks[self.mask_of[state]]
 
-    @property
-    def nbytes(self) -> int:
-        return sum(m.itemsize * len(m) for m in self.masks) + self.mask_of.itemsize * len(self.mask_of)
-
 
 @dataclass
 class Compiled:
-    automaton: ByteAutomaton
-    index: CompiledIndex
+    """A compiled grammar as the worker sent it: the pickled plain data (the decode process rebuilds it)."""
+
+    blob: bytes
 
     @property
     def nbytes(self) -> int:
-        return sum(row.itemsize * len(row) for row in self.automaton.table) + self.index.nbytes  # type: ignore
+        return len(self.blob)
+
+
+@dataclass
+class Rebuilt:
+    automaton: ByteAutomaton
+    index: CompiledIndex
 
 
 class CompileFailed(Exception):
@@ -96,7 +101,7 @@ def _worker_main(conn: Any, memory_bytes: int) -> None:
         spent = int(used.ru_utime + used.ru_stime) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_seconds, resource.RLIM_INFINITY))
         try:
-            conn.send(("ok", _compile(regex, vocabularies[vocab_key], lab_path)))
+            conn.send(("ok", pickle.dumps(_compile(regex, vocabularies[vocab_key], lab_path), protocol=5)))
         except MemoryError:
             conn.send(("error", "MemoryError", "out of memory"))
         except BaseException as error:  # the student's code may raise anything
@@ -126,7 +131,7 @@ def _compile(regex: str, vocab: Vocabulary, lab_path: str) -> tuple[Any, ...]:
     return int(automaton.start), accepting, rows, masks, mask_of.tobytes()
 
 
-def _rebuild(data: tuple[Any, ...]) -> Compiled:
+def rebuild(data: tuple[Any, ...]) -> Rebuilt:
     start, accepting, rows, masks, mask_of = data
 
     def ints(raw: bytes) -> array:
@@ -135,7 +140,7 @@ def _rebuild(data: tuple[Any, ...]) -> Compiled:
         return out
 
     automaton = ByteAutomaton(start=start, accepting=accepting, table=[ints(r) for r in rows])  # type: ignore[misc]
-    return Compiled(automaton, CompiledIndex([ints(m) for m in masks], ints(mask_of)))
+    return Rebuilt(automaton, CompiledIndex([ints(m) for m in masks], ints(mask_of)))
 
 
 class _Worker:
@@ -189,6 +194,7 @@ class CompilePool:
     waiting: int = 0  # requests waiting for a compile (running or queued)
     compiles: int = 0  # compiles started (a test checks single-flight with it)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    decoder: DecodeWorker = field(default_factory=DecodeWorker)  # runs the compiled grammars' choices
 
     def cached(self, key: Any) -> Compiled | None:
         found = self._cache.get(key)
@@ -265,7 +271,7 @@ class CompilePool:
                 raise
             if kind == "ok":
                 self._idle.append(worker)
-                return await asyncio.to_thread(_rebuild, payload)
+                return Compiled(payload)
             if kind == "died":
                 self._discard(worker)
                 raise ApiError(400, f"compiling this grammar went past this server's limits ({self.cpu_seconds} s of "
@@ -300,11 +306,8 @@ class CompilePool:
         self._idle.clear()
         for worker in live:
             worker.kill()
+        self.decoder.close()
 
     def pids(self) -> list[int]:
         with self._lock:
             return [w.process.pid for w in self._live if w.process.pid is not None]
-
-
-def default_pool() -> CompilePool:
-    return CompilePool(cpu_seconds=int(os.environ.get("MINI_VLLM_COMPILE_CPU_S", CPU_SECONDS)))

@@ -201,6 +201,7 @@ async def generate(engine: Engine, generation: Generation, output: Any, framing:
     req, request_id = generation.request, generation.request_id
     completion_tokens, engine_reason = 0, "stop"
     push, step = output.push, framing.step  # looked up once: this loop runs for every token
+    choose = None
     try:
         first = framing.start()
         if first:
@@ -231,6 +232,8 @@ async def generate(engine: Engine, generation: Generation, output: Any, framing:
         yield framing.end(last, completion_tokens)
     finally:
         engine.abort(request_id)  # no-op when it finished; frees the blocks after a stop string or a disconnect
+        if choose is not None:
+            choose.close()  # the reply's session in the decode process
 
 
 def finish(output: Any, engine_reason: str) -> Any:
