@@ -157,6 +157,21 @@ def test_compiles_whose_clients_left_are_killed_and_others_are_served(server: Ba
     wait_until(lambda: pool.waiting == 0 and not pool._flights, "the abandoned compiles to be cancelled")
 
 
+def test_a_compile_past_its_cpu_limit_is_killed_and_answered_400(server: BackgroundServer) -> None:
+    pool = server.app.state.compile_pool
+    limit, pool.cpu_seconds = pool.cpu_seconds, 1
+    schema = {"type": "object", "properties": {f"cpu{j}": {"type": "string", "maxLength": 256} for j in range(8)},
+              "required": [f"cpu{j}" for j in range(8)]}
+    try:
+        reply = httpx.post(server.base_url + "/chat/completions", json=chat(schema), timeout=120)
+    finally:
+        pool.cpu_seconds = limit
+    assert reply.status_code == 400, reply.text[:300]
+    assert reply.json()["error"]["code"] == "grammar_too_complex" and "1 s of CPU" in reply.json()["error"]["message"]
+    reply = httpx.post(server.base_url + "/chat/completions", json=chat({"type": "boolean"}), timeout=120)
+    assert reply.status_code == 200, f"a fresh worker must take the killed one's place: {reply.text[:300]}"
+
+
 # ------------------------------------------------------------------ row 3: the same new schema three times at once
 
 
