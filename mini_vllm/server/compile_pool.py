@@ -44,17 +44,6 @@ CACHE_BYTES = 256 * 1024**2  # compiled grammars kept, by their arrays' size
 
 
 @dataclass
-class CompiledIndex:
-    """A ``TokenIndex`` as plain data: state -> which distinct mask."""
-
-    masks: list[array]
-    mask_of: array
-
-    def allowed(self, state: int) -> array:
-        return self.masks[self.mask_of[state]]
-
-
-@dataclass
 class Compiled:
     """A compiled grammar as the worker sent it: the pickled plain data (the decode process rebuilds it)."""
 
@@ -63,12 +52,6 @@ class Compiled:
     @property
     def nbytes(self) -> int:
         return len(self.blob)
-
-
-@dataclass
-class Rebuilt:
-    automaton: ByteAutomaton
-    index: CompiledIndex
 
 
 class CompileFailed(Exception):
@@ -129,18 +112,6 @@ def _compile(regex: str, vocab: Vocabulary, lab_path: str) -> tuple[Any, ...]:
         mask_of.append(distinct.setdefault(tuple(index.allowed(state)), len(distinct)))
     masks = [array("i", mask).tobytes() for mask in distinct]
     return int(automaton.start), accepting, rows, masks, mask_of.tobytes()
-
-
-def rebuild(data: tuple[Any, ...]) -> Rebuilt:
-    start, accepting, rows, masks, mask_of = data
-
-    def ints(raw: bytes) -> array:
-        out = array("i")
-        out.frombytes(raw)
-        return out
-
-    automaton = ByteAutomaton(start=start, accepting=accepting, table=[ints(r) for r in rows])  # type: ignore[misc]
-    return Rebuilt(automaton, CompiledIndex([ints(m) for m in masks], ints(mask_of)))
 
 
 class _Worker:
@@ -260,8 +231,13 @@ class CompilePool:
 
             def wait() -> None:
                 result = worker.run(regex, vocab_key, vocab, lab_path, self.cpu_seconds)
+
+                def settle() -> None:
+                    if not answer.done():
+                        answer.set_result(result)
+
                 with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
-                    loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(result))
+                    loop.call_soon_threadsafe(settle)
 
             threading.Thread(target=wait, daemon=True, name="mini_vllm-compile-wait").start()
             try:

@@ -18,10 +18,41 @@ import multiprocessing
 import pickle
 import queue
 import threading
+from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from mini_vllm.labtypes.lab08 import TOOL_CALL_START, Vocabulary
+from mini_vllm.labtypes.lab08 import TOOL_CALL_START, ByteAutomaton, Vocabulary
+
+
+@dataclass
+class CompiledIndex:
+    """A ``TokenIndex`` as plain data: state -> which distinct mask."""
+
+    masks: list[array[int]]
+    mask_of: array[int]
+
+    def allowed(self, state: int) -> array[int]:
+        return self.masks[self.mask_of[state]]
+
+
+@dataclass
+class Rebuilt:
+    automaton: ByteAutomaton
+    index: CompiledIndex
+
+
+def rebuild(data: tuple[Any, ...]) -> Rebuilt:
+    start, accepting, rows, masks, mask_of = data
+
+    def ints(raw: bytes) -> array[int]:
+        out = array("i")
+        out.frombytes(raw)
+        return out
+
+    automaton = ByteAutomaton(start=start, accepting=accepting, table=[ints(r) for r in rows])  # type: ignore[misc]
+    return Rebuilt(automaton, CompiledIndex([ints(m) for m in masks], ints(mask_of)))
 
 
 class _VocabularyTokenizer:
@@ -39,7 +70,6 @@ class _VocabularyTokenizer:
 
 def _worker_main(conn: Any) -> None:
     from mini_vllm.labs import load_lab
-    from mini_vllm.server.compile_pool import rebuild
     from mini_vllm.toy_model import ToyModel
 
     vocabularies: dict[str, tuple[Vocabulary, ToyModel]] = {}
@@ -52,7 +82,8 @@ def _worker_main(conn: Any) -> None:
         kind = message[0]
         if kind == "vocab":
             _, key, vocab, raw_tokens, special, seed = message
-            vocabularies[key] = (vocab, ToyModel(_VocabularyTokenizer(raw_tokens, special, vocab.eos_token_id), seed))
+            shim = _VocabularyTokenizer(raw_tokens, special, vocab.eos_token_id)
+            vocabularies[key] = (vocab, ToyModel(shim, seed))  # type: ignore[arg-type]  # what scores() reads
         elif kind == "open":
             _, sid, vocab_key, blob, lab_path, user_message, thinking, tool_call = message
             vocab, model = vocabularies[vocab_key]

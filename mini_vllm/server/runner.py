@@ -102,8 +102,8 @@ async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix
     if req.constraint is not None:  # an index over the whole vocabulary: in a worker process, never on the loop
         pool = compile_pool(request)
         with lab_errors_as_api_errors():
-            work = grammar_for(engine, req.constraint, pool)
-            grammar = await (cancel_on_disconnect(request, work) if request is not None else work)
+            compiling = grammar_for(engine, req.constraint, pool)
+            grammar = await (cancel_on_disconnect(request, compiling) if request is not None else compiling)
         if grammar is None:
             raise ClientLeft("the client closed the connection while its grammar compiled")
     params = req.sampling_params(len(prompt_ids), engine.capacity_tokens)

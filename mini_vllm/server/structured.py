@@ -77,7 +77,8 @@ async def grammar_for(engine: Engine, constraint: Constraint, pool: CompilePool)
     lab = load_lab("lab-08")
     tokenizer = engine.tokenizer
     key = (constraint.regex, id(tokenizer), str(lab.__file__))
-    vocab, raw = _vocabularies.get(id(tokenizer)) or await asyncio.to_thread(vocabulary, engine)
+    found = _vocabularies.get(id(tokenizer))
+    vocab, raw = found if found is not None else await asyncio.to_thread(vocabulary, engine)
     vocab_key = f"{type(tokenizer).__name__}:{id(tokenizer)}:{engine.model.seed}"
     compiled = await pool.get(key, constraint.regex, vocab_key, lambda: vocab, str(lab.__file__))
     return Grammar(compiled, vocab_key, vocab, raw, str(lab.__file__), pool, constraint.source == "tool_call")
