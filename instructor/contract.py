@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import subprocess
 import sys
@@ -50,14 +51,28 @@ def _child_env(env: dict[str, str]) -> dict[str, str]:
     return child_env
 
 
-def run_jobs(lab_dir: Path, jobs: Sequence[Job], timeout: int = 900) -> dict[str, LabRun]:
-    """Grade ``lab_dir`` once per job, all in a single child process (see :mod:`instructor.variants`)."""
+def _name_of(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def run_jobs(lab_dir: Path, jobs: Sequence[Job], timeout: int = 900, as_user: Sequence[str] = (),
+             owner: int | None = None, course: Path = REPO_ROOT) -> dict[str, LabRun]:
+    """Grade ``lab_dir`` once per job, all in a single child process (see :mod:`instructor.variants`).
+
+    ``as_user`` prefixes the command (a grading run by an ordinary user, ``owner``, in its own copy ``course``).
+    """
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch)
         (out / "jobs.json").write_text(json.dumps([job.to_json() for job in jobs]), encoding="utf-8")
-        command = [sys.executable, "-m", "instructor.variants", str(lab_dir), str(out)]
-        done = subprocess.run(command, cwd=REPO_ROOT, env=_child_env({}), capture_output=True, text=True,
-                              timeout=timeout)
+        if owner is not None:
+            os.chown(out, owner, owner)
+        command = [*as_user, sys.executable, "-m", "instructor.variants", str(lab_dir), str(out)]
+        user = {} if owner is None else {"HOME": str(out), "USER": _name_of(owner), "LOGNAME": _name_of(owner)}
+        env = _child_env(user)
+        done = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True, timeout=timeout)
         runs = {}
         for job in jobs:
             results, exit_file = out / f"{job.name}.json", out / f"{job.name}.exit"

@@ -8,9 +8,12 @@ does not change behaviour at all (list it in ``instructor/equivalent_mutants/<la
 line each: ``<mutant id>  ## <why it behaves the same>``).
 
 The mutants run through the LAB_IMPL loader (``LAB_IMPL_NN=<mutant file>``), exactly as a
-student's file would. Each worker process runs its share in one interpreter, so Python and
-the heavy imports start once per worker rather than once per mutant; a mutant that loops
-forever is stopped by pytest-timeout and counts as killed.
+student's file would. Each worker process imports everything and runs the reference once, then
+forks a child per mutant, so Python, the heavy imports and the vocabularies are paid once per
+worker rather than once per mutant. The reference also runs once in such a child, and what it
+took sets every mutant's limit: CPU_FACTOR times its CPU time plus CPU_SLACK_S (CPU time, so a
+loaded machine does not change the verdicts), with a wall-clock backstop for a mutant that
+blocks. A mutant stopped by the limit counts as killed, and the report lists it as such.
 
 Usage (``ARGS`` in make): ``python -m instructor.mutants 03 [--jobs 2] [--survivors]
 [--only TEXT] [--list]``. ``--survivors`` re-runs only what survived last time (the last
@@ -20,14 +23,20 @@ run is kept in ``build/mutants/lab-NN.json``), which is the quick loop while wri
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from instructor.mutate import Mutant, mutants
 from mini_vllm.labs import REPO_ROOT, lab_dir, lab_number
@@ -35,7 +44,12 @@ from mini_vllm.labs import REPO_ROOT, lab_dir, lab_number
 EQUIVALENTS_DIR = Path(__file__).parent / "equivalent_mutants"  # one <lab folder>.txt per lab; never shipped
 RESULTS_DIR = REPO_ROOT / "build" / "mutants"
 SEPARATOR = "  ## "
-PER_TEST_TIMEOUT_S = 30
+# A mutant's run may take CPU_FACTOR times the CPU time of the reference's run plus CPU_SLACK_S
+# (see ``limits``): a loop is stopped within seconds, a merely slower mistake still gets judged.
+CPU_FACTOR = 3.0
+CPU_SLACK_S = 5.0
+# The wall-clock backstop, for a mutant that blocks without using CPU, as a multiple of the CPU limit.
+WALL_FACTOR = 3.0
 # A mutant can also run away in memory (a loop that never moves on but keeps appending): with no
 # ceiling it takes all of the machine's memory before any timeout, and the kernel kills the whole
 # worker, every verdict in it too. Under this ceiling it gets a MemoryError, which fails its test.
@@ -48,6 +62,8 @@ class Outcome:
     id: str
     line: int
     status: str  # "killed", "survived", "equivalent" (survived and listed), or "error"
+    stopped: str = ""  # "cpu" or "wall": a limit, not a failing test, ended its run (still "killed")
+    cpu: float = 0.0  # CPU seconds its run took
 
 
 def equivalents_file(lab: Path) -> Path:
@@ -70,8 +86,16 @@ def read_equivalents(path: Path) -> dict[str, str]:
     return listed
 
 
-def run_one_worker(lab: Path, mutant_files: list[Path]) -> dict[str, int]:
-    """In this process: the lab's graded tests on each mutant file in turn; pytest's exit code per file."""
+def run_one_worker(lab: Path, mutant_files: list[Path]) -> dict[str, dict[str, Any]]:
+    """In this process: the lab's graded tests on the reference, then on each mutant file in turn.
+
+    Every run is a child forked from this warm process (Python, pytest and the course are
+    imported once; the reference's own run has filled the caches: vocabularies, recorded data),
+    so a mutant cannot leave anything behind for the next one, and one that runs away is killed
+    whole. Its limit comes from the reference's run in a child just like it: see :func:`limits`.
+    Returns, per file name, the child's pytest exit code, CPU and wall seconds, and which
+    limit stopped it ("" if none).
+    """
     import resource
 
     import pytest  # here, not at the top: the parent process never runs pytest itself
@@ -83,21 +107,114 @@ def run_one_worker(lab: Path, mutant_files: list[Path]) -> dict[str, int]:
     # A mutant is the instructor's own solution with one change: it runs here, not in the grading
     # sandbox (which proves nothing about the tests' sharpness and costs a round trip per call).
     os.environ["LAB_SANDBOX"] = "0"
+    # HF tokenizers' thread pool must not exist when this process forks (a child would inherit
+    # its locks but not its threads); with parallelism off it is never started.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     env_key = f"LAB_IMPL_{lab_number(lab.name)}"
-    codes: dict[str, int] = {}
-    for path in mutant_files:
+
+    def tests_on(path: Path) -> int:
         os.environ[env_key] = str(path)
-        for name, module in list(sys.modules.items()):  # the lab's test module, loaded for the last mutant
+        for name, module in list(sys.modules.items()):  # the lab's test module, loaded for the last run
             if Path(getattr(module, "__file__", None) or "/").parent == lab:
                 del sys.modules[name]
+        # No per-test timeout: the child's CPU limit (and its wall backstop) stop a mutant that loops.
         args = [str(lab), "-x", "-m", "not control", "-p", "no:cacheprovider", "-p", "no:xdist",
-                "-p", "no:terminal", "--assert=plain", "--timeout", str(PER_TEST_TIMEOUT_S)]
-        codes[path.name] = int(pytest.main(args))
-    return codes
+                "-p", "no:terminal", "--assert=plain", "--timeout", "0"]
+        return int(pytest.main(args))
+
+    reference, *mutant_files = mutant_files
+    # Warm-up, in this process: imports the lab's tests and fills every cache the children then share.
+    results: dict[str, dict[str, Any]] = {}
+    warm = tests_on(reference)
+    if warm != 0:  # a failing reference makes every verdict meaningless (main says so)
+        results[reference.name] = {"code": warm, "cpu": 0.0, "wall": 0.0, "stopped": ""}
+        return results
+    if threading.active_count() != 1:  # a child would inherit the thread's locks, not the thread
+        raise RuntimeError(f"the lab's tests left threads running after the reference's run, so this process "
+                           f"cannot fork a child per mutant: {[t.name for t in threading.enumerate()]}")
+    measured = _in_child(lambda: tests_on(reference), None)
+    results[reference.name] = measured
+    if measured["code"] != 0:
+        return results
+    limit = limits(measured["cpu"], measured["wall"])
+    for path in mutant_files:
+        results[path.name] = _in_child(lambda path=path: tests_on(path), limit)  # type: ignore[misc]
+    return results
 
 
-def run(lab: Path, chosen: list[Mutant], jobs: int) -> dict[str, int]:
-    """Exit codes of the lab's tests for each chosen mutant, spread over ``jobs`` worker processes."""
+@dataclass(frozen=True)
+class Limit:
+    """What one mutant's run may take: CPU seconds (the measure), wall seconds (the backstop)."""
+
+    cpu_s: float
+    wall_s: float
+
+
+def limits(reference_cpu_s: float, reference_wall_s: float) -> Limit:
+    """A mutant's limits, from the reference's own run of the same tests in the same kind of child.
+
+    CPU time is the measure: it does not grow when other work shares the cores. A mutant that
+    passes every test does about the reference's work, so CPU_FACTOR times it plus CPU_SLACK_S
+    leaves room for a correct but slower variant and stops a loop after a few seconds. The wall
+    limit only catches a mutant that blocks without using CPU (a thread waiting forever); it
+    scales with how loaded the machine was when the reference ran (its wall / CPU ratio).
+    """
+    cpu = CPU_FACTOR * reference_cpu_s + CPU_SLACK_S
+    load = max(1.0, reference_wall_s / max(reference_cpu_s, 0.01))
+    return Limit(cpu_s=cpu, wall_s=WALL_FACTOR * load * cpu + CPU_SLACK_S)
+
+
+def _in_child(tests: Callable[[], int], limit: Limit | None) -> dict[str, Any]:
+    """Run ``tests`` in a forked child (its own process group) under ``limit``; what it cost and how it ended."""
+    import resource
+
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the child: run the tests, exit with pytest's code, never return into the parent's code
+        code = 3
+        try:
+            os.setpgid(0, 0)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if limit is not None:  # SIGXCPU at the soft limit, SIGKILL a second later at the hard one
+                seconds = math.ceil(limit.cpu_s)
+                resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+            code = tests()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    stopped = ""
+    while True:
+        done, status, usage = os.wait4(pid, os.WNOHANG)
+        if done:
+            break
+        if limit is not None and time.monotonic() - started > limit.wall_s:
+            stopped = "wall"
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            _, status, usage = os.wait4(pid, 0)
+            break
+        time.sleep(0.02)
+    cpu = usage.ru_utime + usage.ru_stime
+    if os.WIFSIGNALED(status):
+        code = 2  # stopped from outside: a test did not pass
+        over_cpu = limit is not None and usage.ru_utime + usage.ru_stime >= limit.cpu_s
+        if not stopped:  # SIGXCPU from the soft limit, or SIGKILL from the hard one a second later
+            stopped = "cpu" if os.WTERMSIG(status) == signal.SIGXCPU or over_cpu else f"signal {os.WTERMSIG(status)}"
+    else:
+        code = os.WEXITSTATUS(status)
+    with contextlib.suppress(ProcessLookupError):  # whatever the child started and left behind
+        os.killpg(pid, signal.SIGKILL)
+    return {"code": code, "cpu": round(cpu, 3), "wall": round(time.monotonic() - started, 3), "stopped": stopped}
+
+
+def run(lab: Path, chosen: list[Mutant], jobs: int) -> dict[str, dict[str, Any]]:
+    """How the lab's tests ended on each chosen mutant, spread over ``jobs`` worker processes.
+
+    Each result holds pytest's exit ``code``, the ``cpu`` and ``wall`` seconds of its run and
+    which limit ``stopped`` it; the reference's own run is under :data:`UNCHANGED`, with the
+    ``limit`` derived from it.
+    """
     with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
         files = {}
         # The unmodified solution runs first in each worker: if the tests fail on it (or fail to
@@ -117,19 +234,22 @@ def run(lab: Path, chosen: list[Mutant], jobs: int) -> dict[str, int]:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_IMPL", "PYTEST_"))}
             workers.append((out, subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
                                                   stderr=subprocess.PIPE, text=True)))
-        codes: dict[str, int] = {}
+        results: dict[str, dict[str, Any]] = {}
         for out, process in workers:
             _, errors = process.communicate()
             if not out.exists():
                 raise RuntimeError(f"a mutant worker died (exit {process.returncode}):\n{errors[-2000:]}")
-            for name, code in json.loads(out.read_text()).items():
-                codes[files[name]] = max(code, codes.get(files[name], 0))  # the unchanged run: any failure counts
-    return codes
+            for name, result in json.loads(out.read_text()).items():
+                mutant_id = files[name]
+                if mutant_id == UNCHANGED:  # each worker's reference run: any failure counts, the largest limit shows
+                    result = max(results.get(mutant_id, result), result, key=lambda r: (r["code"], r["cpu"]))
+                results[mutant_id] = result
+    return results
 
 
 def verdict(code: int) -> str:
-    # pytest: 0 all passed, 1 some failed (-x stops at the first), 2 interrupted (a timeout can
-    # end that way), 3 internal error, 4 usage error, 5 nothing collected.
+    # pytest: 0 all passed, 1 some failed (-x stops at the first), 2 interrupted (a limit stopped
+    # the run, see ``_in_child``), 3 internal error, 4 usage error, 5 nothing collected.
     if code == 0:
         return "survived"
     if code in (1, 2):
@@ -137,13 +257,17 @@ def verdict(code: int) -> str:
     return "error"
 
 
-def report(lab: Path, outcomes: list[Outcome], equivalents: dict[str, str], seconds: float) -> str:
+def report(lab: Path, outcomes: list[Outcome], equivalents: dict[str, str], seconds: float, limit: Limit) -> str:
     counts = {s: sum(o.status == s for o in outcomes) for s in ("killed", "survived", "equivalent", "error")}
     judged = counts["killed"] + counts["survived"]
     score = 100.0 * counts["killed"] / judged if judged else 100.0
+    by_limit = [o for o in outcomes if o.stopped]
     lines = [f"{lab.name}: {len(outcomes)} mutants of solution.py in {seconds:.0f} s: {counts['killed']} killed, "
              f"{counts['survived']} survived, {counts['equivalent']} listed as equivalent, {counts['error']} errors",
-             f"killed {score:.1f}% of the non-equivalent mutants"]
+             f"killed {score:.1f}% of the non-equivalent mutants; {len(by_limit)} of the killed were stopped by the "
+             f"limit ({limit.cpu_s:.1f} s CPU, {limit.wall_s:.0f} s wall) rather than by a failing test"]
+    for o in by_limit:
+        lines.append(f"  stopped ({o.stopped} limit, {o.cpu:.1f} s CPU): line {o.line}: {o.id}")
     for status in ("survived", "error"):
         for o in (o for o in outcomes if o.status == status):
             lines.append(f"  {status}: line {o.line}: {o.id}")
@@ -183,14 +307,20 @@ def main(argv: list[str]) -> int:
     to_run = [m for m in chosen if m.id not in equivalents]
     print(f"{lab.name}: running {len(to_run)} mutants on {options.jobs} worker(s)...", flush=True)
     started = time.monotonic()
-    codes = run(lab, to_run, max(1, options.jobs)) if to_run else {UNCHANGED: 0}
-    unchanged = codes.pop(UNCHANGED)
-    if unchanged != 0:
-        print(f"the lab's tests do not pass on the unchanged solution.py (pytest exit {unchanged}), so no verdict "
-              f"on a mutant would mean anything. See why with: LAB_IMPL=solution make lab-{lab_number(lab.name)}")
+    no_run = {"code": 0, "cpu": 0.0, "wall": 0.0, "stopped": ""}
+    results = run(lab, to_run, max(1, options.jobs)) if to_run else {UNCHANGED: no_run}
+    unchanged = results.pop(UNCHANGED)
+    if unchanged["code"] != 0:
+        print(f"the lab's tests do not pass on the unchanged solution.py (pytest exit {unchanged['code']}), so no "
+              "verdict on a mutant would mean anything. See why with: "
+              f"LAB_IMPL=solution make lab-{lab_number(lab.name)}")
         return 2
-    outcomes = [Outcome(m.id, m.line, "equivalent" if m.id in equivalents else verdict(codes[m.id])) for m in chosen]
-    print(report(lab, outcomes, {} if partial else equivalents, time.monotonic() - started))
+    outcomes = [Outcome(m.id, m.line, "equivalent", "", 0.0) if m.id in equivalents else
+                Outcome(m.id, m.line, verdict(results[m.id]["code"]), results[m.id]["stopped"], results[m.id]["cpu"])
+                for m in chosen]
+    limit = limits(unchanged["cpu"], unchanged["wall"])
+    print(f"the reference's run: {unchanged['cpu']:.1f} s CPU, {unchanged['wall']:.1f} s wall", flush=True)
+    print(report(lab, outcomes, {} if partial else equivalents, time.monotonic() - started, limit))
     # A partial run updates the saved verdicts of what it ran, so --survivors shrinks as tests improve.
     kept = {**last, **{o.id: o for o in outcomes}} if partial else {o.id: o for o in outcomes}
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

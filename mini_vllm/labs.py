@@ -140,7 +140,8 @@ def _remote_lab(lab: str) -> Any:
     key = Path(f"sandbox:{number}:{path}")
     remote = _loaded.get(key)
     if remote is None:
-        remote = _loaded[key] = open_lab(number, path, _chosen_file, all_lab_numbers(), _reference_file)
+        remote = _loaded[key] = open_lab(number, path, _chosen_file, all_lab_numbers(), _reference_file,
+                                         _reference_module)
     return remote
 
 
@@ -153,6 +154,11 @@ def _chosen_file(number: str) -> Path | None:
         return impl_path(number)
     except (FileNotFoundError, LookupError):
         return None
+
+
+def _reference_module(number: str) -> Any:
+    """The reference of lab ``number``, loaded in this process (what a composing lab's proxy is served from)."""
+    return load_lab(number, DEFAULT_IMPL)
 
 
 def _reference_file(number: str) -> Path | None:

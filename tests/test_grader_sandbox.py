@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from instructor.contract import LabRun, run_jobs
+from instructor.contract import LabRun, run_jobs, run_lab_tests
 from instructor.variants import Job
 from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
-from mini_vllm.sandbox.isolation import probe
+from mini_vllm.sandbox.isolation import BWRAP, probe
 
 pytestmark = [pytest.mark.contract, pytest.mark.timeout(1200)]
 
@@ -103,6 +103,7 @@ def batch_param(batch: str) -> list[object]:
             for name in BATCHES[batch]]
 
 
+@pytest.mark.slow  # a dishonest submission graded through the sandbox: make check
 @pytest.mark.parametrize(("batch", "name"), [p for b in BATCHES for p in batch_param(b)])
 def test_a_dishonest_submission_earns_nothing(batch: str, name: str, listener: Listener) -> None:
     runs, before, after = graded(batch, listener)
@@ -121,13 +122,15 @@ def test_a_dishonest_submission_earns_nothing(batch: str, name: str, listener: L
         f"the reference graded after {batch} lost points, so an attack left something behind: {honest}")
 
 
+@pytest.mark.slow  # a dishonest submission graded through the sandbox: make check
 def test_the_network_was_out_of_reach(listener: Listener) -> None:
     runs, _, _ = graded("peeking", listener)
     assert runs["opens_a_connection"].results["score"] == 0
-    if probe().namespaces:
+    if probe().kind == BWRAP:
         assert not listener.reached, "graded code reached a server on 127.0.0.1: the child has a network"
 
 
+@pytest.mark.slow  # a dishonest submission graded through the sandbox: make check
 def test_a_lab_that_reads_answers_does_not_import(listener: Listener) -> None:
     """Reading the reference, the tests or another lab's answer fails where the child looks."""
     runs, _, _ = graded("peeking", listener)
@@ -136,6 +139,7 @@ def test_a_lab_that_reads_answers_does_not_import(listener: Listener) -> None:
         assert all("does not import" in o for o in outputs), f"{name}: {sorted(outputs)[:3]}"
 
 
+@pytest.mark.slow  # a dishonest submission graded through the sandbox: make check
 def test_runaway_code_is_stopped_and_named(listener: Listener) -> None:
     runs, _, _ = graded("runaway", listener)
     hang = [t["output"] for t in runs["hangs_in_feed"].tests]
@@ -189,3 +193,70 @@ def test_graded_code_cannot_touch_the_tests_counters() -> None:
         lender.check_set(counting, "ids_decoded")
     with pytest.raises(TypeError):
         lender.check_result(os)  # no module, class or function is ever handed to graded code
+
+
+# ------------------------------------------------------------------ counts kept where they are served
+# Each file in instructor/dishonest/sly/ is appended to a lab's reference: a correct submission that is
+# slow, or keeps what it should not, and tries every way around the count (mini_vllm/sandbox/served.py).
+# Only a few of the lab's tests run: the cost tests it must lose, and a correctness test it must keep.
+
+SLY = DISHONEST / "sly"
+SLY_CASES = {
+    "lab04_bypasses_the_count": (
+        "lab-04", "test_cost_per_token_is_bounded[bpe-ascii] or test_cost_per_token_is_bounded[bpe-cjk] "
+        "or test_prompt_is_never_re_emitted", "test_cost_per_token_is_bounded"),
+    "lab05_copies_the_stops": (
+        "lab-05", "test_a_token_costs_no_more_than_the_longest_stop or test_fifty_random_slicings",
+        "test_a_token_costs_no_more_than_the_longest_stop_however_many_stops"),
+    "lab08_steps_the_inner_automaton": (
+        "lab-08", "test_trie_walk_prunes_dead_prefixes[short-cjk] or test_index_counts_its_build_work_and_size "
+        "or test_eos_exactly_when_accepting",
+        "test_trie_walk_prunes_dead_prefixes test_index_counts_its_build_work_and_size"),
+    "lab06_forges_the_probe": (
+        "lab-06", "test_cost_per_character_does_not_grow or test_fifty_random_slicings",
+        "test_cost_per_character_does_not_grow"),
+}
+
+
+def sly_submission(name: str, lab: str, folder: Path) -> Path:
+    submission = folder / "submission.py"
+    reference = impl_path(lab, "solution").read_text(encoding="utf-8")
+    submission.write_text(reference + "\n\n" + (SLY / f"{name}.py").read_text(encoding="utf-8"), encoding="utf-8")
+    return submission
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SLY_CASES))
+def test_a_slow_submission_loses_its_cost_points_whatever_it_does(name: str, tmp_path: Path) -> None:
+    """Inner or private attributes, str copies, counters set by assignment or through the channel, a class
+    swap, the stand-in's own call back, a forged probe: every cost test still fails, every other one passes."""
+    lab, selected, costly = SLY_CASES[name]
+    number = lab.split("-")[1]
+    run = run_lab_tests(next(LABS_DIR.glob(f"{lab}-*")),
+                        {"LAB_SANDBOX": "1", f"LAB_IMPL_{number}": str(sly_submission(name, lab, tmp_path))},
+                        args=["-k", selected])
+    assert run.tests, f"{name}: nothing was graded:\n{run.output[-2000:]}"
+    for entry in run.tests:
+        test = entry["name"].split(" › ")[-1].split("[")[0]
+        if test in costly.split():
+            assert entry["score"] == 0, f"{name} must lose {entry['name']}: its work is counted where it is served"
+        else:
+            assert entry["score"] == entry["max_score"], (
+                f"{name} is correct, so {entry['name']} keeps its points:\n{run.output[-3000:]}")
+
+
+@pytest.mark.slow
+def test_what_the_tests_lend_cannot_be_turned_against_them(tmp_path: Path) -> None:
+    """A lent Hugging Face tokenizer's backend (save a file, add special tokens) and a counting tokenizer fed an
+    endless iterator: nothing reaches the trusted side, the grading ends, and no grade changes."""
+    written = [Path("/tmp/lent-object-wrote-this.json"), REPO_ROOT / "lent-object-wrote-this.json"]
+    for path in written:
+        path.unlink(missing_ok=True)
+    run = run_lab_tests(next(LABS_DIR.glob("lab-04-*")),
+                        {"LAB_SANDBOX": "1", "LAB_IMPL_04": str(
+                            sly_submission("lab04_attacks_the_lent_tokenizer", "lab-04", tmp_path))},
+                        args=["-k", "hf-bpe or hf-spm or test_defaults_are_window_4"], timeout=600)
+    assert run.tests, f"nothing was graded:\n{run.output[-2000:]}"
+    lost = [t["name"] for t in run.tests if t["score"] < t["max_score"]]
+    assert not lost, f"the submission is the reference, so it loses nothing: {lost}\n{run.output[-3000:]}"
+    assert not any(path.exists() for path in written), "a lent object wrote a file from the trusted side"

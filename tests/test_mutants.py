@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from instructor.mutants import read_equivalents, run, verdict
+from instructor.mutants import Limit, _in_child, limits, read_equivalents, run, verdict
 from instructor.mutate import Mutant, mutants
 from mini_vllm.labs import lab_dir
 
@@ -68,12 +70,44 @@ def test_equivalents_file_format(tmp_path: pytest.TempPathFactory) -> None:
         read_equivalents(tmp_path / "lab.txt")
 
 
+@pytest.mark.slow  # lab-03's tests four times over: the warm-up, the reference's measured run, two mutants
 def test_verdicts_come_from_running_the_lab_tests() -> None:
     # The unchanged solution must survive (else every mutant would look killed), and a
     # solution that forgets to return what it held must be killed.
     lab = lab_dir("03")
     solution = (lab / "solution.py").read_text(encoding="utf-8")
     broken = next(m for m in mutants(solution) if m.id == "StreamingDetokenizer.flush: return text -> pass")
-    codes = run(lab, [Mutant("unchanged", 0, solution), broken], jobs=1)
-    assert verdict(codes["unchanged"]) == "survived", f"the reference itself must pass its tests: exit {codes}"
-    assert verdict(codes[broken.id]) == "killed", f"a flush that returns nothing must be caught: exit {codes}"
+    results = run(lab, [Mutant("unchanged", 0, solution), broken], jobs=1)
+    assert verdict(results["unchanged"]["code"]) == "survived", f"the reference itself must pass its tests: {results}"
+    assert verdict(results[broken.id]["code"]) == "killed", f"a flush that returns nothing must be caught: {results}"
+    assert results[broken.id]["stopped"] == "", f"a failing test, not a limit, must stop that mutant: {results}"
+
+
+def test_the_limit_grows_with_the_reference_and_counts_cpu_first() -> None:
+    quiet, loaded = limits(2.0, 2.0), limits(2.0, 10.0)
+    assert quiet.cpu_s == loaded.cpu_s > 2 * 2.0, "the CPU limit must come from the reference's CPU time alone"
+    assert loaded.wall_s > quiet.wall_s > quiet.cpu_s, "the wall backstop must leave room for the load it saw"
+    assert limits(20.0, 20.0).cpu_s > quiet.cpu_s, "a slower reference must allow its mutants more"
+
+
+def spin() -> int:
+    while True:
+        pass
+
+
+def block() -> int:
+    time.sleep(3600)
+    return 0
+
+
+@pytest.mark.parametrize(("run_away", "limit", "stopped"), [
+    (spin, Limit(cpu_s=1, wall_s=600), "cpu"),  # a loop: stopped once it has used its CPU seconds
+    (block, Limit(cpu_s=600, wall_s=1), "wall"),  # a wait that uses no CPU: stopped by the backstop
+])
+def test_a_run_away_mutant_is_stopped_by_its_limit(run_away: object, limit: Limit, stopped: str) -> None:
+    result = _in_child(run_away, limit)  # type: ignore[arg-type]
+    assert result["stopped"] == stopped, f"the {stopped} limit must stop {run_away}: {result}"
+    assert verdict(result["code"]) == "killed", f"a mutant stopped by a limit counts as killed: {result}"
+    if stopped == "cpu":
+        # (the kernel checks the limit once per tick, and rusage rounds: about 1 s, never the 600 s of wall)
+        assert 0.5 <= result["cpu"] < 3, f"the child must be stopped at its CPU limit (1 s, SIGKILL at 2 s): {result}"

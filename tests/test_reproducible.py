@@ -240,6 +240,7 @@ def _outcomes(run: LabRun, lab: str) -> dict[str, float]:
     return {t["name"]: t["score"] for t in run.tests if t["name"].startswith(lab)}
 
 
+@pytest.mark.slow  # grades one submission three times over, each through the sandbox
 def test_one_submission_gets_the_same_results_under_three_commands(tmp_path: Path) -> None:
     env = {"LAB_SANDBOX": "1", "LAB_IMPL": "solution", "LAB_IMPL_02": str(_drops_the_prompt(tmp_path))}
     graded = ["-p", "no:xdist", "-m", "not control"]  # as the Makefile's graded runs

@@ -39,6 +39,9 @@ from mini_vllm.server.bodies import MAX_JSON_OBJECTS
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
 from mini_vllm.toy_model import ToyModel, script_for
 
+# The load tests and the hostile-client review (the server's red team): in make check, not make test.
+pytestmark = pytest.mark.slow
+
 SOLUTION = load_lab("lab-02", "solution")
 
 

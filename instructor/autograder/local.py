@@ -2,13 +2,13 @@
 
 Two things differ from Gradescope and are handled here:
 
-- **Where.** The sandbox gives the student's process an empty ``/tmp``, so a course copy under
-  ``/tmp`` would be out of its reach. Roots live under ``build/autograder-roots/`` instead, in
-  folders others may pass through but not list (0711), so one student's process cannot find
-  another's root by listing.
+- **Where.** Roots live under ``build/autograder-roots/``, in folders others may pass through but
+  not list (0711), so where bubblewrap is missing one student's process cannot find another's
+  root by listing. (With bubblewrap a child sees none of them: its root holds only the engine.)
 - **This repository is on the same disk.** On Gradescope the reference solutions exist only in
-  the autograder's own copy, which the sandbox hides. Here the instructor's repository sits beside
-  it, so its private parts are hidden from the child too (``LAB_SANDBOX_HIDE``).
+  the autograder's own copy. Here the instructor's repository sits beside it, with the batch's
+  ``autograder.zip`` in its ``build/``: a child never sees them under bubblewrap, and without it
+  the grader checks that the child's user cannot read them either (``LAB_SANDBOX_PRIVATE``).
 """
 
 from __future__ import annotations
@@ -35,16 +35,17 @@ def scratch_dir(prefix: str) -> Path:
 
 
 def instructor_private_paths() -> list[str]:
-    """This repository's answers, tests and tools: hidden from the student's process like the autograder's own."""
+    """This repository's answers, tests, tools and builds (the batch's zip): out of the student's reach like the
+    autograder's own."""
     return [str(p) for p in (LABS_DIR.parent, REPO_ROOT / "instructor", REPO_ROOT / "tests", REPO_ROOT / ".git",
-                             REPO_ROOT / "mini_vllm" / "testing")]
+                             REPO_ROOT / "mini_vllm" / "testing", REPO_ROOT / "build") if p.exists()]
 
 
 def grading_env(root: Path, labs: str | None = None) -> dict[str, str]:
     """The environment for ``run_autograder`` in ``root``: nothing of the caller's choice of labs or pytest."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_", "PYTEST_", "AUTOGRADER_"))}
     env["AUTOGRADER_ROOT"] = str(root)
-    env["LAB_SANDBOX_HIDE"] = os.pathsep.join(instructor_private_paths())
+    env["LAB_SANDBOX_PRIVATE"] = os.pathsep.join(instructor_private_paths())
     if labs:
         env["AUTOGRADER_LABS"] = labs
     return env

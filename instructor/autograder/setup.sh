@@ -2,7 +2,7 @@
 # Gradescope runs this once, as root, when it builds the autograder's image (Ubuntu 22.04 base image).
 # It installs Python 3.11 and the course's locked packages, and makes the grader's private files
 # (reference solutions, tests, recorded data, the policy) readable by root only: the student's code
-# runs as `nobody` in the grading sandbox.
+# runs as a user id of its own in the grading sandbox, inside bubblewrap's walls where the container allows them.
 #
 # AUTOGRADER_ROOT (default /autograder) lets `make test` and `make grade-batch` build the same layout anywhere.
 # AUTOGRADER_EXISTING_VENV=/path/.venv is for those two ONLY (never on Gradescope): instead of installing
@@ -37,6 +37,12 @@ else
             apt-get install -y -qq --no-install-recommends python3.11 python3.11-venv util-linux
         }
     fi
+    # bubblewrap: the walls around the student's code (mini_vllm/sandbox/isolation.py). Where the container
+    # forbids namespaces the grader falls back to a user of the child's own, for which the chmods below matter.
+    if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null; then
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends bubblewrap
+    fi
     python3.11 -m venv "$VENV"
     if [ -f "$LOCK" ]; then
         "$VENV/bin/pip" install --quiet --require-hashes -r "$LOCK"
@@ -54,7 +60,7 @@ fi
 # imports (the rest of mini_vllm) and the virtual environment stay readable.
 # The course folder itself stays listable: Python finds a package by listing the folder it sits in.
 chmod 755 "$ROOT/source" "$COURSE"
-for private in phase-16-serving-apis-and-parsers mini_vllm/testing instructor conftest.py grading.toml \
+for private in phase-16-serving-apis-and-parsers mini_vllm/testing instructor conftest.py grading.toml assignment.json \
         pyproject.toml build-info.json requirements; do
     if [ -e "$COURSE/$private" ]; then
         chmod -R go-rwx "$COURSE/$private"

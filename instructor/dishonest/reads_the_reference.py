@@ -5,9 +5,6 @@ from pathlib import Path
 import mini_vllm
 from mini_vllm.labtypes import lab01 as _unused  # noqa: F401  (any course import works in the sandbox)
 
-for path in Path(mini_vllm.__file__).resolve().parents[1].glob("phase-16-*/labs/lab-03-*/solution.py"):
-    exec(compile(path.read_text(), str(path), "exec"), globals())
-
 
 def utf8_expected_len(lead_byte: int) -> int:
     raise NotImplementedError("lab-03 task 1: implement utf8_expected_len")
@@ -26,3 +23,8 @@ class StreamingDetokenizer:
     @property
     def held_bytes(self) -> bytes:
         raise NotImplementedError("lab-03 task 2: implement StreamingDetokenizer.held_bytes")
+
+
+# The attack, after the stubs above, so that whatever it runs replaces them.
+for path in Path(mini_vllm.__file__).resolve().parents[1].glob("phase-16-*/labs/lab-03-*/solution.py"):
+    exec(compile(path.read_text(), str(path), "exec"), globals())

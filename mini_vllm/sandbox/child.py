@@ -1,7 +1,7 @@
 """The grading child, started by the trusted side (:mod:`mini_vllm.sandbox.remote`) with its pipes and walls.
 
-It walls itself off (:mod:`mini_vllm.sandbox.isolation`) before it reads a line of the
-submission, then serves the trusted side's requests until the channel closes. The first request,
+It starts inside its walls (:mod:`mini_vllm.sandbox.isolation`), sets its own limits before it
+reads a line of the submission, then serves the trusted side's requests until the channel closes. The first request,
 ``setup``, brings the submission's sources as text (the child never reads them from the course),
 writes them to its own ``/tmp`` and imports the lab under test.
 
@@ -34,15 +34,13 @@ def main(argv: list[str]) -> int:
     walls = json.loads(argv[3])
     from mini_vllm.sandbox import isolation
 
-    if walls["namespaces"]:
-        isolation.wall_off(walls["hidden"], walls["read_only"], walls["reachable"])
-    isolation.become(walls["drop_to"], walls.get("uid"))
-    os.chdir("/tmp" if walls["namespaces"] else walls["workdir"])
+    isolation.limit_self(walls["processes"])  # the walls themselves were made before this process started
+    os.chdir(walls["workdir"])
     _watch_for_interrupts(control_fd)
 
     from mini_vllm.sandbox.peer import CHILD, REQUEST, ChannelClosed
 
-    child = Child(Path("/tmp" if walls["namespaces"] else walls["workdir"]))
+    child = Child(Path(walls["workdir"]))
     peer = StudentPeer(CHILD, read_fd, write_fd, ChildLender(child), rebuild_family)  # type: ignore[arg-type]
     child.peer = peer
     while True:
@@ -181,6 +179,12 @@ class ChildLender:
 
     def check_result(self, value: Any) -> None:
         pass
+
+    def check_open(self, obj: Any) -> None:
+        pass
+
+    def serve(self, obj: Any, method: Any, args: Any) -> Any:
+        raise PermissionError("the grading child serves no declared interface")
 
     def call_path(self, path: list[str], args: list[Any], kwargs: dict[str, Any]) -> Any:
         if path == ["__setup__"]:

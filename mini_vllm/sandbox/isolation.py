@@ -1,35 +1,52 @@
-"""The walls around the grading child: namespaces, a read-only view, an unprivileged user, limits.
+"""The walls around the grading child, in one place: what it sees, what crosses, its limits.
 
-Layers, each used where the machine allows it (:func:`probe` finds out once per process):
+**What the child sees** is one allow-list, :func:`view`, handed to bubblewrap (``bwrap``, Debian's
+``bubblewrap``), which starts the child in a root of its own that begins *empty* and holds only
+what the list names, read-only: the system's programs and libraries (``/usr`` and its links), the
+interpreter and its installed packages (each as Python writes its path and as it resolves: an
+autograder's venv may be a link to the course's ``.venv``), and the course's engine (``mini_vllm``
+without its testing kit). Besides them: a private, empty ``/tmp`` and the child's own ``/proc``
+and ``/dev``. Nothing else of the host exists in there: no lab folder, no test, no fixture, no
+other course copy, no autograder zip, no ``/run``, ``/var``, ``/home`` or ``/root``. The child has
+its own user, IPC, network (no interface up), PID, UTS and cgroup namespaces, no capability,
+``no_new_privs``, may make no user namespace of its own, and dies with the grader. bwrap makes
+every mount before the child's code runs, in a namespace where the child holds no capability, so
+no ``umount`` can undo one. The same walls hold whether the grader runs as root (Gradescope, CI)
+or as an ordinary user; as root each child is first made a user id of its own (:func:`fresh_uid`),
+so its process limit is its own and whatever it leaves running can be found and ended.
 
-1. **Namespaces** (Linux, via util-linux's ``unshare``): a mount namespace in which the course
-   is read-only and the lab folders, the tests, the instructor's tools, the results and ``/tmp``
-   are replaced by empty file systems; a network namespace with no interface up (no network);
-   a PID namespace, so every process the child forks dies with it.
-2. **An unprivileged user** (``nobody``) when the grader runs as root, as on Gradescope: the
-   child cannot write anything the grader owns, nor read what only root may.
-3. **Resource limits** (``setrlimit``), everywhere: CPU seconds, data size, processes, file
-   size and open files.
+**What crosses** (:mod:`.remote`, :mod:`.wire`): three pipes (requests and replies each way, and a
+control pipe the trusted side writes to interrupt a call), the submission's files as text (the
+child never reads the course), the grader's environment variables (settings, no secret) and the
+child's printed output, kept by the trusted side and shown under a failure.
 
-Without namespaces (macOS, a container that forbids them) the child keeps layers 2 and 3, and
-the results file is still written only by the trusted process. :func:`describe` says which
-layers a run had; it is stamped into every result.
+**Limits**: :data:`LIMITS`, which the child sets on itself before it reads a line of the
+submission (nothing can raise them again); each call's time budget is the trusted side's
+(:mod:`.remote`).
+
+Where bwrap cannot make namespaces (a container that forbids them), a grader running as root
+still runs each child as a user id of its own, and :func:`probe` checks at start, by trying, that
+this user can read none of the grader's private files (answers, tests, the autograder's zip:
+``setup.sh`` makes them root's only). Where neither holds (macOS, an ordinary user without
+bwrap) the child is a separate process with limits only, and the grade is marked not official
+(:attr:`Walls.official`): ``make grade`` still runs, the autograder and batch grading refuse.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
+import json
 import os
-import pwd
 import resource
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+# ---------------------------------------------------------------------------------- the policy
 
 # Per child process. Generous for any honest lab, small enough that a runaway is stopped early.
 LIMITS = {
@@ -38,144 +55,259 @@ LIMITS = {
     resource.RLIMIT_FSIZE: 16 * 2**20,  # no file larger than 16 MiB
     resource.RLIMIT_NOFILE: 256,
 }
-MAX_PROCESSES = 64  # RLIMIT_NPROC counts per user: only meaningful once the child is its own user
+MAX_PROCESSES = 64  # RLIMIT_NPROC: counted per user id, and per user namespace on Linux >= 5.14
+SCRATCH_BYTES = 64 * 2**20  # the child's private /tmp
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache")
+ENGINE_KEPT_OUT = ("testing",)  # mini_vllm/testing: the tests' kit, recorded data and oracles
 
 
 @dataclass(frozen=True)
-class Isolation:
-    namespaces: bool
-    drop_to: str | None  # the user the child becomes, when the grader is root
+class Seen:
+    """One entry of the child's view: ``path`` on the host, visible at the same path, read-only."""
 
-    def describe(self) -> str:
-        layers = ["a separate process", "resource limits"]
-        if self.namespaces:
-            layers.insert(1, "mount, network and PID namespaces (course read-only, answers and tests hidden)")
-        if self.drop_to:
-            layers.insert(1, "an unprivileged user of its own")
-        return ", ".join(layers)
+    why: str
+    path: str
+    link_to: str | None = None  # a link on the host is made again as the same link
 
 
-@functools.cache
-def probe() -> Isolation:
-    """What this machine allows. ``LAB_SANDBOX_NAMESPACES=0`` turns the namespaces off (for comparison)."""
-    drop_to = "nobody" if os.geteuid() == 0 and _has_user("nobody") else None
-    namespaces = False
-    if sys.platform.startswith("linux") and os.environ.get("LAB_SANDBOX_NAMESPACES", "1") != "0":
-        unshare = shutil.which("unshare")
-        if unshare:
-            try:
-                done = subprocess.run([*unshare_command(unshare), "true"], capture_output=True, timeout=10)
-                namespaces = done.returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                namespaces = False
-    if drop_to and not namespaces and not all(readable_by_anyone(p) for p in reachable_paths()):
-        drop_to = None  # without a mount namespace nothing can make a private interpreter reachable
-    return Isolation(namespaces, drop_to)
+def view(trusted: bool = False, repo: Path = REPO) -> list[Seen]:
+    """Everything the child sees besides its own /tmp, /proc and /dev: nothing of the host that is not here.
+
+    ``trusted`` (the instructor's wrong variants and canaries, which are the reference with a
+    change) sees the whole course, read-only.
+    """
+    seen: list[Seen] = []
+    for path in SYSTEM:
+        if os.path.islink(path):
+            seen.append(Seen("the system", path, os.readlink(path)))
+        elif os.path.exists(path):
+            seen.append(Seen("the system", path))
+    seen += [Seen("the interpreter and its packages", p) for p in interpreter_paths()]
+    if trusted:
+        seen.append(Seen("the whole course (trusted code only)", str(repo)))
+    else:
+        engine = repo / "mini_vllm"
+        seen += [Seen("the engine", str(engine / name)) for name in sorted(os.listdir(engine))
+                 if name not in ENGINE_KEPT_OUT]
+    return _outermost(seen)
 
 
-def unshare_command(unshare: str | None = None) -> list[str]:
-    command = [unshare or shutil.which("unshare") or "unshare", "--mount", "--net", "--pid", "--fork", "--kill-child"]
-    if os.geteuid() != 0:  # a user namespace lets an ordinary user make the others
-        command.insert(1, "--map-root-user")
-    return command
+def interpreter_paths() -> list[str]:
+    """The interpreter, its standard library and site-packages: as Python writes each path and as it resolves."""
+    wanted = [sys.base_prefix, sys.prefix, os.path.dirname(sys.executable),
+              *(p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p) and os.path.isdir(p))]
+    paths = {os.path.abspath(p) for p in wanted} | {os.path.realpath(p) for p in wanted}
+    return sorted(p for p in paths if os.path.isdir(p))
 
 
-def _has_user(name: str) -> bool:
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False
-
-
-# ------------------------------------------------------------------------ inside the child
-
-
-def wall_off(hidden: list[str], read_only: list[str], reachable: list[str]) -> None:
-    """In a fresh mount namespace: make ``read_only`` read-only, cover ``hidden`` and /tmp with empty ones."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-
-    def mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-        if libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
-                      data.encode() if data else None) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
-
-    mount("none", "/", None, MS_REC | MS_PRIVATE)  # nothing done here leaks back to the host
-    # A fresh, empty /tmp (and friends) for the child. The course itself may live below one of them
-    # (a clone in /tmp): keep a handle on what must stay visible, cover, then mount it back in place.
-    needed = sorted({p for p in (*read_only, *reachable) if os.path.isdir(p)}, key=len)  # outer folders first
-    kept = {p: os.open(p, os.O_PATH) for p in needed if any(_below(p, s) for s in SCRATCH)}
-    try:
-        for scratch in SCRATCH:
-            if os.path.isdir(scratch):
-                mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
-        for path, handle in kept.items():
-            os.makedirs(path, exist_ok=True)
-            mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
-    finally:
-        for handle in kept.values():
-            os.close(handle)
-    for path in reachable:
-        _make_reachable(Path(path), mount)
-    for path in read_only:
-        if os.path.isdir(path):
-            mount(path, path, None, MS_BIND | MS_REC)
-            mount(path, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    for path in hidden:
-        if os.path.isdir(path):
-            mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0555")
-
-
-SCRATCH = ("/tmp", "/dev/shm", "/var/tmp")
+def _outermost(seen: list[Seen]) -> list[Seen]:
+    """Drop an entry that another one already shows (site-packages inside the venv)."""
+    kept: list[Seen] = []
+    for item in sorted(seen, key=lambda s: len(s.path)):
+        if not any(k.link_to is None and _below(item.path, k.path) for k in kept):
+            kept.append(item)
+    return kept
 
 
 def _below(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _make_reachable(path: Path, mount: Any) -> None:
-    """Let the unprivileged child reach ``path`` (the interpreter, say) when an ancestor is private.
+def bwrap_command(seen: list[Seen]) -> list[str]:
+    """The child's walls as bwrap's arguments: namespaces, then an empty root filled from ``seen``."""
+    command = [shutil.which("bwrap") or "bwrap",
+               "--unshare-all", "--unshare-user",  # user, IPC, network, PID, UTS and cgroup namespaces
+               *(["--disable-userns"] if _bwrap_has("--disable-userns") else []),  # no user namespace of its own
+               "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+               "--proc", "/proc", "--dev", "/dev",
+               *(["--size", str(SCRATCH_BYTES)] if _bwrap_has("--size") else []), "--tmpfs", "/tmp",
+               "--chdir", str(REPO)]  # python -m finds the engine here; the child then moves to /tmp
+    for item in seen:  # after /tmp: a course that lives below /tmp is bound into the fresh one
+        if item.link_to is not None:
+            command += ["--symlink", item.link_to, item.path]
+        else:
+            command += ["--ro-bind", os.path.realpath(item.path), item.path]
+    return [*command, "--"]
 
-    Python installed under root's home (pyenv) sits below ``/root``, which only root may enter. The
-    ancestor is covered with an empty, enterable file system, and only the one entry on the way
-    to ``path`` is mounted back into it: the rest of that home stays out of sight.
+
+def as_user(uid: int, seen: list[Seen]) -> list[str]:
+    """As root: become ``uid`` (and the group of that number, no other) before bwrap runs.
+
+    The interpreter may live where other users cannot enter (pyenv below ``/root``): a first bwrap,
+    still root, shows the host as it is but with each such folder replaced by an enterable one that
+    holds only the way to what ``seen`` names.
     """
-    for depth in range(1, len(path.parts)):
-        ancestor = Path(*path.parts[:depth])
-        if ancestor.stat().st_mode & 0o001:
+    covers = _covers(seen)
+    prefix = [shutil.which("bwrap") or "bwrap", "--dev-bind", "/", "/", *covers, "--die-with-parent", "--"] \
+        if covers else []
+    return [*prefix, shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+
+
+def _covers(seen: list[Seen]) -> list[str]:
+    args: list[str] = []
+    covered: set[str] = set()
+    for item in seen:
+        if item.link_to is not None:
             continue
-        entry = path.parts[depth]
-        keep = os.open(ancestor / entry, os.O_PATH)  # a handle on what the cover is about to hide
-        try:
-            mount("tmpfs", str(ancestor), "tmpfs", MS_NOSUID | MS_NODEV, "size=4k,mode=0755")
-            (ancestor / entry).mkdir()
-            mount(f"/proc/self/fd/{keep}", str(ancestor / entry), None, MS_BIND | MS_REC)
-        finally:
-            os.close(keep)
+        for path in {item.path, os.path.realpath(item.path)}:
+            parts = Path(path).parts
+            private = next((depth for depth in range(1, len(parts)) if not _enterable(Path(*parts[:depth]))), None)
+            if private is None:
+                continue
+            top = str(Path(*parts[:private]))
+            if top not in covered:
+                covered.add(top)
+                args += ["--perms", "0755", "--tmpfs", top]
+            for depth in range(private + 1, len(parts)):
+                args += ["--perms", "0755", "--dir", str(Path(*parts[:depth]))]
+            args += ["--ro-bind", os.path.realpath(path), path]
+    return args
 
 
-def reachable_paths() -> list[str]:
-    """What the child must be able to read: the interpreter, its libraries, and the course's engine."""
-    wanted = [sys.base_prefix, sys.prefix, sys.executable,
-              *(p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p) and os.path.isdir(p))]
-    # Each as written and as resolved: a venv reached through a symbolic link (an autograder's
-    # venv -> the course's .venv) must exist at both places for the child's imports to find it.
-    paths = {os.path.abspath(p) for p in wanted} | {os.path.realpath(p) for p in wanted}
-    return sorted(p for p in paths if os.path.isdir(p))
+def _enterable(folder: Path) -> bool:
+    return bool(folder.stat().st_mode & 0o001)
+
+
+@functools.cache
+def _bwrap_has(option: str) -> bool:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False
+    try:
+        return option in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+# ---------------------------------------------------------------------------------- what this machine allows
+
+BWRAP, OWN_USER, PROCESS = "bubblewrap", "a user of its own", "a separate process"
+
+
+@dataclass(frozen=True)
+class Walls:
+    kind: str  # BWRAP, OWN_USER or PROCESS
+    as_root: bool  # the grader is root, so each child becomes a user id of its own
+    why: str = ""  # why the grade is not official; empty when it is
+
+    @property
+    def official(self) -> bool:
+        return not self.why
+
+    @property
+    def own_uid(self) -> bool:
+        return self.as_root and self.kind != PROCESS
+
+    def describe(self) -> str:
+        if self.kind == BWRAP:
+            text = ("bubblewrap: an empty root holding only the interpreter, its packages and the engine (read-only), "
+                    "a private /tmp, /proc and /dev; its own user, IPC, network, PID, UTS and cgroup namespaces; "
+                    "no capabilities; no_new_privs; dies with the grader")
+            if self.as_root:
+                text += "; a user id of its own"
+        elif self.kind == OWN_USER:
+            text = ("a user id of its own, which a try at start showed can read none of the grader's private files "
+                    "(no namespaces on this machine)")
+        else:
+            text = "a separate process"
+        text += "; resource limits"
+        return text + (f". Not official: {self.why}" if self.why else "")
+
+
+@functools.cache
+def probe() -> Walls:
+    """What this machine allows, found by trying once per process.
+
+    ``LAB_SANDBOX_NAMESPACES=0`` skips bubblewrap (to see the fallbacks).
+    """
+    as_root = os.geteuid() == 0
+    no_bwrap = _try_bwrap(as_root)
+    if no_bwrap is None:
+        return Walls(BWRAP, as_root)
+    if not as_root:
+        return Walls(PROCESS, False, f"{no_bwrap}, and the grader is not root, so the child cannot be another user")
+    unreachable = [p for p in interpreter_paths() if not readable_by_anyone(p)]
+    if unreachable:
+        return Walls(PROCESS, True, f"{no_bwrap}, and the interpreter ({unreachable[0]}) is not readable by "
+                                    "other users, so the child cannot be one")
+    readable = _readable_by_a_fresh_user()
+    if readable:
+        return Walls(OWN_USER, True, f"{no_bwrap}, and a user of its own can read {readable[0]} "
+                                     "(the grader's private files must be root's only, as setup.sh makes them)")
+    return Walls(OWN_USER, True)
+
+
+def _try_bwrap(as_root: bool) -> str | None:
+    """None when bwrap walls a child here; else why not."""
+    if not sys.platform.startswith("linux"):
+        return f"bubblewrap needs Linux (this is {sys.platform})"
+    if os.environ.get("LAB_SANDBOX_NAMESPACES", "1") == "0":
+        return "LAB_SANDBOX_NAMESPACES=0 turned bubblewrap off"
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    if as_root and shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is missing, so the child cannot be made a user of its own"
+    seen = view()
+    uid = fresh_uid() if as_root else None
+    command = [*(as_user(uid, seen) if uid is not None else []), *bwrap_command(seen), sys.executable, "-S", "-c", ""]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"bubblewrap could not start ({error})"
+    finally:
+        if uid is not None:
+            end_every_process_of(uid)
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"bubblewrap cannot make namespaces here ({said})"
+    return None
+
+
+def _readable_by_a_fresh_user() -> list[str]:
+    """The grader's private paths that a fresh user id can open (a folder: list), found by trying as it."""
+    paths = private_paths()
+    uid = fresh_uid()
+    script = ("import json, os, sys\n"
+              "def opens(p):\n"
+              "    try:\n"
+              "        os.listdir(p) if os.path.isdir(p) else open(p, 'rb').close()\n"
+              "        return True\n"
+              "    except OSError:\n"
+              "        return False\n"
+              "print(json.dumps([p for p in json.loads(sys.argv[1]) if opens(p)]))\n")
+    try:
+        done = subprocess.run([sys.executable, "-S", "-c", script, json.dumps(paths)], capture_output=True, text=True,
+                              timeout=30, user=uid, group=uid, extra_groups=[], cwd="/", stdin=subprocess.DEVNULL)
+        return list(json.loads(done.stdout)) if done.returncode == 0 else [f"(the try failed: {done.stderr[-200:]})"]
+    except (OSError, subprocess.SubprocessError, ValueError) as error:
+        return [f"(the try failed: {error})"]
+    finally:
+        end_every_process_of(uid)
+
+
+def private_paths(repo: Path = REPO) -> list[str]:
+    """What a child without namespaces must not be able to read: answers, tests, tools, results, the zip.
+
+    ``LAB_SANDBOX_PRIVATE`` adds more (the instructor's own repository beside a local autograder).
+    """
+    names = [repo / "phase-16-serving-apis-and-parsers", repo / "tests", repo / "instructor", repo / ".git",
+             repo / "build", repo / "mini_vllm" / "testing", repo / "conftest.py", repo / "grading.toml"]
+    extra = [p for p in os.environ.get("LAB_SANDBOX_PRIVATE", "").split(os.pathsep) if p]
+    return [str(p) for p in names if p.exists()] + extra
 
 
 def readable_by_anyone(path: str) -> bool:
     """Every folder on the way to ``path`` can be entered by other users."""
     parts = Path(os.path.realpath(path)).parts
-    return all(Path(*parts[:depth]).stat().st_mode & 0o001 for depth in range(1, len(parts)))
+    return all(_enterable(Path(*parts[:depth])) for depth in range(1, len(parts)))
 
 
-# Each child becomes a user of its own from this range (no account needed: only a number), so the
-# per-user process limit is that child's alone: what one fork bomb leaves behind for a moment after
-# it is killed can never count against the next child, nor against another grading on the machine.
+# ---------------------------------------------------------------------------------- one child's life
+
+# Each child of a root grader becomes a user of its own from this range (no account needed: only a
+# number), so the per-user process limit is that child's alone: what one fork bomb leaves behind for a
+# moment after it is killed can never count against the next child, nor another grading on the machine.
 CHILD_UIDS = range(1_700_000, 1_800_000)
 _next_uid = [CHILD_UIDS.start + (os.getpid() * 997) % len(CHILD_UIDS)]
 
@@ -185,6 +317,17 @@ def fresh_uid() -> int:
     uid = _next_uid[0]
     _next_uid[0] = CHILD_UIDS.start + (uid + 1 - CHILD_UIDS.start) % len(CHILD_UIDS)
     return uid
+
+
+def child_command(walls: Walls, python: list[str], trusted: bool, uid: int | None) -> list[str]:
+    """The command that starts the child (the interpreter and arguments given) inside its walls."""
+    if walls.kind == BWRAP:
+        seen = view(trusted)
+        return [*(as_user(uid, seen) if uid is not None else []), *bwrap_command(seen), *python]
+    if walls.kind == OWN_USER and uid is not None:
+        return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+                *python]
+    return python
 
 
 def end_every_process_of(uid: int) -> None:
@@ -199,17 +342,30 @@ def end_every_process_of(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def become(user: str | None, uid: int | None = None) -> None:
-    """Drop to ``uid`` (when root; ``user``'s group), then apply the limits; nothing after this can raise them."""
-    if user is not None:
-        entry = pwd.getpwnam(user)
-        os.setgroups([])
-        os.setgid(entry.pw_gid)
-        os.setuid(uid if uid is not None else entry.pw_uid)
-        os.environ["HOME"] = "/tmp"
+# ------------------------------------------------------------------------ inside the child
+
+
+def limit_self(count_processes: bool) -> None:
+    """Apply :data:`LIMITS` (and the process limit, where it counts this child's processes only)."""
+    if count_processes:
         _limit(resource.RLIMIT_NPROC, MAX_PROCESSES)
     for kind, value in LIMITS.items():
         _limit(kind, value)
+
+
+def counts_own_processes(walls: Walls) -> bool:
+    """Whether RLIMIT_NPROC would count the child's processes only (not its user's others on the machine)."""
+    if walls.own_uid:
+        return True
+    return walls.kind == BWRAP and _kernel_at_least(5, 14)  # per user namespace since 5.14
+
+
+def _kernel_at_least(major: int, minor: int) -> bool:
+    try:
+        found = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
+    except ValueError:
+        return False
+    return found >= (major, minor)
 
 
 def _limit(kind: int, value: int) -> None:
@@ -217,11 +373,3 @@ def _limit(kind: int, value: int) -> None:
     if hard != resource.RLIM_INFINITY:
         value = min(value, hard)
     resource.setrlimit(kind, (value, value))
-
-
-def private_paths(repo: Path) -> list[str]:
-    """What graded code must not see in the course: answers, tests, tools, results, history."""
-    labs = repo / "phase-16-serving-apis-and-parsers"
-    names = [labs, repo / "tests", repo / "instructor", repo / ".git", repo / "build", repo / "mini_vllm" / "testing"]
-    extra = [p for p in os.environ.get("LAB_SANDBOX_HIDE", "").split(os.pathsep) if p]
-    return [str(p) for p in names] + extra

@@ -20,7 +20,6 @@ import contextlib
 import importlib
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -159,9 +158,7 @@ class ReferenceLender(StrictLender):
         number, name = path
         if name.startswith("_"):
             raise PermissionError(f"lab-{number}.{name} is not served to graded code")
-        from mini_vllm.labs import load_lab
-
-        module = load_lab(number, "solution")
+        module = self.worker.load_reference(number)
         target = getattr(module, name, None)
         if not callable(target) or getattr(target, "__module__", None) != module.__name__:
             raise AttributeError(f"lab-{number} has no public class or function {name!r}")
@@ -193,8 +190,9 @@ class Worker:
     """One child process grading one lab, and what it takes to start it again."""
 
     def __init__(self, number: str, sources: dict[str, list[str]], references: dict[str, list[str]],
-                 served: set[str], trusted: bool) -> None:
+                 served: set[str], trusted: bool, load_reference: Any = None) -> None:
         self.number = number
+        self.load_reference = load_reference  # lab number -> the reference module, loaded here (mini_vllm.labs)
         self.sources = sources  # lab number -> [the path the student knows, the text]: what the child imports
         self.references = references  # the same for reference solutions, shipped to trusted (instructor) code only
         self.served = served  # labs the child gets as proxies to the trusted side's reference
@@ -246,28 +244,24 @@ class Worker:
         parent_read, child_write = os.pipe()
         child_read, parent_write = os.pipe()
         control_read, control_write = os.pipe()
-        repo = str(Path(__file__).resolve().parents[2])
-        self.uid = isolation.fresh_uid() if walls.drop_to else None
-        workdir = "/tmp"  # inside the namespaces: a fresh, empty /tmp of the child's own
-        if not walls.namespaces:  # otherwise a private folder of its own, owned by the child's user
+        repo = str(isolation.REPO)
+        self.uid = isolation.fresh_uid() if walls.own_uid else None
+        workdir = "/tmp"  # inside bubblewrap: a fresh, empty /tmp of the child's own
+        if walls.kind != isolation.BWRAP:  # otherwise a private folder of its own, owned by the child's user
             workdir = self.scratch = tempfile.mkdtemp(prefix="lab-sandbox-")
-            if walls.drop_to and self.uid is not None:
-                os.chown(workdir, self.uid, pwd.getpwnam(walls.drop_to).pw_gid)
+            if self.uid is not None:
+                os.chown(workdir, self.uid, self.uid)
         config = {
-            "namespaces": walls.namespaces,
-            "drop_to": walls.drop_to,
-            "uid": self.uid,
-            "hidden": [] if self.trusted else isolation.private_paths(Path(repo)),
-            "read_only": [repo],
-            "reachable": isolation.reachable_paths(),
+            "processes": isolation.counts_own_processes(walls),
             "tag": os.environ.get("LAB_SANDBOX_TAG", ""),  # on the command line: lets a test find its children
             "workdir": workdir,
         }
         python = [sys.executable, "-X", "frozen_modules=off", "-m", "mini_vllm.sandbox.child",
                   str(child_read), str(child_write), str(control_read), json.dumps(config)]
-        command = [*isolation.unshare_command(), *python] if walls.namespaces else python
+        command = isolation.child_command(walls, python, self.trusted, self.uid)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "COV_"))}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["HOME"] = workdir
         if self.trusted:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
         self.process = subprocess.Popen(
@@ -378,6 +372,25 @@ class Worker:
                 sys.stdout.write(self.take_output())
 
 
+def _private_memory(root: int) -> int:
+    """The sum of ``RssAnon`` over ``root`` and its descendants (the kernel's own tree and figures)."""
+    total, pending, seen = 0, [root], set()
+    while pending:
+        pid = pending.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("RssAnon:"):
+                    total += int(line.split()[1]) * 1024
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError, ValueError):
+                    pending += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    return total
+
+
 def _exits_soon(process: subprocess.Popen[bytes]) -> bool:
     try:
         process.wait(timeout=1)
@@ -409,6 +422,15 @@ class RemoteLab:
         """A probe (:mod:`mini_vllm.sandbox.probes`) installed in the child's copy of the lab."""
         return self.call_path(("__probe__",), [name], {})
 
+    def memory_in_use(self) -> int:
+        """Bytes of private memory the child and everything it started hold, as the kernel reports it.
+
+        Read here from ``/proc``, never asked of the child: a test that bounds what graded code keeps
+        measures it from outside, where graded code cannot change the figure.
+        """
+        process = self._worker.process
+        return 0 if process is None else _private_memory(process.pid)
+
     @property
     def import_error(self) -> str | None:
         """Why the lab does not import, once that is known (None while it imports or has not been tried)."""
@@ -424,7 +446,8 @@ class RemoteLab:
 _workers: list[Worker] = []
 
 
-def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], reference_of: Any) -> RemoteLab:
+def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], reference_of: Any,
+             load_reference: Any) -> RemoteLab:
     """The sandboxed lab ``number`` whose file is ``chosen``.
 
     The child imports ``chosen``; every other lab it loads is either the student's own file for
@@ -449,7 +472,7 @@ def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], re
             sources[other] = _source(path)
         elif reference is not None:
             served.add(other)
-    worker = Worker(number, sources, references, served, trusted)
+    worker = Worker(number, sources, references, served, trusted, load_reference)
     _workers.append(worker)
     return RemoteLab(number, worker)
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mini_vllm.labs import REPO_ROOT, describe_choice, impl_path, lab_dir, lab_number
-from mini_vllm.testing.policy import load_policy, test_id
-from mini_vllm.testing.provenance import course_commit, course_version, file_record, isolation, read_build_info
+from mini_vllm.testing.policy import VISIBILITIES, load_policy, test_id
+from mini_vllm.testing.provenance import course_commit, course_version, file_record, read_build_info, walls
 
 SCHEMA_PATH = Path(__file__).with_name("gradescope_results.schema.json")
 _DECIMALS = 4  # points are exact fractions until here; Gradescope shows two decimals
@@ -45,8 +45,13 @@ class ResultTest(Protocol):
 
 
 def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str = "",
-                     execution_time: float = 0.0) -> dict[str, Any]:
-    """The whole results file for ``tests`` (each scored: its weight when passed, else 0)."""
+                     execution_time: float = 0.0, full_scorecard: str | None = None) -> dict[str, Any]:
+    """The whole results file for ``tests`` (each scored: its weight when passed, else 0).
+
+    ``scorecard`` is the top-level output, which Gradescope shows the student; when a visibility rule
+    hides some tests it is built from the others, and ``full_scorecard`` (every test) goes into an entry
+    of its own, worth nothing, shown only when the last of the hidden tests shows.
+    """
     policy = load_policy()
     entries = []
     per_task_index: dict[tuple[str, int], int] = defaultdict(int)
@@ -63,6 +68,21 @@ def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str =
             "tags": [f"composes {lab}" for lab in test.composes],
             "visibility": policy.visibility_of(test_id(test.lab, test.task, test.name)),
         })
+    stdout_visibility = policy.stdout_visibility
+    if full_scorecard is not None:
+        hidden = {str(entry["visibility"]) for entry in entries} - {"visible"}
+        if stdout_visibility == "visible":  # the grading run's output prints every test's result
+            stdout_visibility = min(hidden, key=VISIBILITIES.index)
+        entries.append({
+            "name": "Scorecard of every test (the instructor's; it includes the hidden tests)",
+            "number": "0",
+            "score": 0,
+            "max_score": 0,
+            "status": "passed",
+            "output": full_scorecard,
+            "tags": ["full scorecard"],
+            "visibility": min(hidden, key=VISIBILITIES.index),  # shown no sooner than any hidden test
+        })
     earned = sum((t.weight for t in tests if t.passed), Fraction(0))
     total = sum((t.weight for t in tests), Fraction(0))
     return {
@@ -73,15 +93,15 @@ def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str =
         "test_output_format": "text",
         "test_name_format": "text",
         "visibility": policy.visibility,
-        "stdout_visibility": policy.stdout_visibility,
+        "stdout_visibility": stdout_visibility,
         "extra_data": _extra_data(tests, total, partial),
         "tests": entries,
     }
 
 
 def write_results(path: Path, tests: Sequence[ResultTest], scorecard: str, partial: str = "",
-                  execution_time: float = 0.0) -> dict[str, Any]:
-    document = results_document(tests, scorecard, partial, execution_time)
+                  execution_time: float = 0.0, full_scorecard: str | None = None) -> dict[str, Any]:
+    document = results_document(tests, scorecard, partial, execution_time, full_scorecard)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written whole to a temporary name, then renamed: a reader never sees half a file.
     temporary = path.with_name(path.name + ".tmp")
@@ -94,6 +114,7 @@ def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> d
     policy = load_policy()
     labs = sorted({t.lab for t in tests})
     composed = sorted({c for t in tests for c in t.composes} - {f"lab-{lab_number(lab)}" for lab in labs})
+    walled = walls()
     return {
         "max_score": _points(total),
         "partial_run": partial or None,
@@ -103,7 +124,8 @@ def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> d
         "tests_version": policy.tests_version,
         "implementation": describe_choice(),
         "lab_compose": os.environ.get("LAB_COMPOSE") or None,
-        "isolation": isolation(),
+        "isolation": walled[0],
+        "official": walled[1],
         "python": platform.python_version(),
         "labs": _lab_points(tests),
         "files": {

@@ -24,7 +24,7 @@ import pytest
 
 from mini_vllm.labs import RECOMMENDED_ORDER, describe_choice, lab_number
 from mini_vllm.testing.gradescope import write_results
-from mini_vllm.testing.policy import PolicyError, load_policy
+from mini_vllm.testing.policy import PolicyError, load_policy, test_id
 from mini_vllm.testing.trace import FIRST_WRONG_STEP
 
 
@@ -147,8 +147,9 @@ class Grader:
         for test in graded:  # points never shrink: a selected test that never ran is a failed result
             if test.passed is None:
                 test.passed, test.details = False, "did not run, so not graded"
-        write_results(self.results_path, graded, scorecard="\n".join(lines).strip("\n"), partial=summary,
-                      execution_time=time.monotonic() - self.started)
+        student, full = self.student_scorecard(graded, summary)
+        write_results(self.results_path, graded, scorecard=student, partial=summary,
+                      execution_time=time.monotonic() - self.started, full_scorecard=full)
         terminalreporter.write_line(f"results written to {self.results_path}")
 
     def scorecard(self, graded: list[GradedTest], summary: str) -> list[str]:
@@ -181,6 +182,18 @@ class Grader:
         lines.append(f"{'TOTAL':<{width}} {_fmt(earned):>5} / {_fmt(total):<5}")
         return lines
 
+    def student_scorecard(self, graded: list[GradedTest], summary: str) -> tuple[str, str | None]:
+        """(the scorecard results.json shows the student, the scorecard of every test or None if that is the same).
+
+        What the student reads is built from the tests they may see now (grading.toml's visibility); the
+        scorecard of every test goes into the results file under the hidden tests' own visibility.
+        """
+        full = "\n".join(self.scorecard(graded, summary)).strip("\n")
+        shown, note = student_view(graded)
+        if note is None:
+            return full, None
+        return "\n".join([*self.scorecard(shown, summary), note]).strip("\n"), full
+
     def summary(self, graded: list[GradedTest], ran: list[GradedTest]) -> str:
         """One sentence when the run was not the whole grade: what was selected and what ran."""
         selected, deselected = len(graded), sum(self.deselected.values())
@@ -193,6 +206,33 @@ class Grader:
         ran_part = f", {len(ran)} ran" if len(ran) != selected else ""
         return (f"Partial run: {selected} of {of} graded tests selected{ran_part}. "
                 "Points count only what ran: this is not the grade.")
+
+
+# When tests a visibility rule hides show up, in the student's words (Gradescope's visibility names).
+SHOWN_WHEN = {"after_due_date": "shown after the due date", "after_published": "shown when grades are published",
+              "hidden": "never shown (your instructor sees them)"}
+
+
+def student_view(graded: list[GradedTest]) -> tuple[list[GradedTest], str | None]:
+    """The tests a student may see in their result now, and a line saying what is hidden and until when.
+
+    ``None`` for the line when nothing is hidden. A hidden test must leave no trace in what the student
+    reads: not its name, not its hint, not the points of the task or lab it belongs to.
+    """
+    policy = load_policy()
+    shown: list[GradedTest] = []
+    hidden: dict[str, int] = defaultdict(int)
+    for test in graded:
+        visibility = policy.visibility_of(test_id(test.lab, test.task, test.name))
+        if visibility == "visible":
+            shown.append(test)
+        else:
+            hidden[visibility] += 1
+    if not hidden:
+        return graded, None
+    when = "; ".join(f"{count} {SHOWN_WHEN[visibility]}" for visibility, count in sorted(hidden.items()))
+    return shown, (f"Some tests are hidden for now ({sum(hidden.values())} of {len(graded)}: {when}). "
+                   "This scorecard counts only the tests shown; your grade counts them all.")
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

@@ -106,15 +106,18 @@ def file_record(path: Path) -> dict[str, str | None]:
     return {"path": shown, "sha256": digest}
 
 
-def isolation() -> str:
-    """How the code under test was kept apart from the grader, in words (stamped into every result)."""
+def walls() -> tuple[str, bool]:
+    """How the code under test was kept apart from the grader, in words, and whether a grade counts under it.
+
+    Both are stamped into every result (``extra_data.isolation``, ``extra_data.official``); the words
+    say why a grade is not official (:mod:`mini_vllm.sandbox.isolation`).
+    """
     if os.environ.get("LAB_SANDBOX") != "1":
-        return "none: the code under test ran inside the grading process (LAB_SANDBOX is not 1)"
+        return "none: the code under test ran inside the grading process (LAB_SANDBOX is not 1)", False
     try:
         from mini_vllm.sandbox.isolation import probe
-    except ImportError:
-        return "unknown"
-    try:
-        return str(probe().describe())
+
+        found = probe()
+        return found.describe(), found.official
     except Exception as error:  # a description must never cost a grade
-        return f"unknown ({type(error).__name__}: {error})"
+        return f"unknown ({type(error).__name__}: {error})", False

@@ -1,0 +1,266 @@
+"""The walls around the grading child hold, as root and as an ordinary user: each attack earns nothing.
+
+The submissions in ``instructor/dishonest/`` that attack the walls themselves (see that folder's
+README) are graded as ``make lab-03`` grades a student's file, after a classmate's correct lab-03
+that posts its source in every mailbox a later child could read, and before the reference, which
+must lose nothing. The whole batch runs twice: as root (CI, Gradescope) and as an ordinary user
+(an instructor's laptop), who grades its own copy of the course. ``make grade-batch`` is tried
+with a zip reader and a lab folder linked to another student's.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from instructor.autograder import batch
+from instructor.contract import LabRun, run_jobs
+from instructor.variants import Job
+from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
+from mini_vllm.sandbox import isolation
+
+pytestmark = [pytest.mark.contract, pytest.mark.timeout(1200)]
+
+LAB_03 = next(LABS_DIR.glob("lab-03-*"))
+IN_RELEASE = LAB_03.relative_to(REPO_ROOT)
+DISHONEST = Path("instructor") / "dishonest"
+WALLS = ["undoes_the_walls", "reads_another_copy", "reads_a_mailbox", "reads_host_proc", "reads_the_reference"]
+ANOTHER_COPY = Path("/var/tmp/mini-vllm-another-copy")  # where reads_another_copy looks, among other places
+GRADER_USER = "mini-vllm-grader"
+# Put after a correct lab-03: its source, left where a later child (another user id) could read it.
+MAILBOX_POSTER = '''
+import contextlib as _contextlib, ctypes as _ctypes
+with open(__file__) as _me:
+    _mine = _me.read()
+for _folder in ("/run/lock", "/var/lock", "/dev/shm", "/var/tmp", "/tmp"):
+    with _contextlib.suppress(OSError):
+        with open(_folder + "/mini-vllm-mailbox.py", "w") as _mail:
+            _mail.write(_mine)
+        __import__("os").chmod(_folder + "/mini-vllm-mailbox.py", 0o644)
+with _contextlib.suppress(OSError, AttributeError):
+    _libc = _ctypes.CDLL(None, use_errno=True)
+    _libc.shmat.restype = _ctypes.c_void_p
+    _segment = _libc.shmget(0x5EED03, len(_mine) + 1, 0o1000 | 0o644)
+    if _segment >= 0:
+        _ctypes.memmove(_libc.shmat(_segment, None, 0), _mine.encode() + b"\\0", len(_mine) + 1)
+'''
+WATCHED = ["conftest.py", "mini_vllm/labs.py", "mini_vllm/testing/grading.py"]
+
+
+def digest(course: Path) -> dict[str, str]:
+    return {name: hashlib.sha256((course / name).read_bytes()).hexdigest() for name in WATCHED}
+
+
+@pytest.fixture(scope="module")
+def another_copy() -> Iterator[Path]:
+    """Another course copy on the machine, readable by anyone, as an instructor's checkout often is."""
+    lab = ANOTHER_COPY / IN_RELEASE
+    lab.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(LAB_03 / "solution.py", lab / "solution.py")
+    for folder in [ANOTHER_COPY, *(p for p in lab.parents if p.is_relative_to(ANOTHER_COPY)), lab]:
+        folder.chmod(0o755)
+    (lab / "solution.py").chmod(0o644)
+    yield ANOTHER_COPY
+    shutil.rmtree(ANOTHER_COPY, ignore_errors=True)
+
+
+def cleaned_mailboxes() -> None:
+    for folder in ("/run/lock", "/var/lock", "/dev/shm", "/var/tmp", "/tmp"):
+        with_mail = Path(folder) / "mini-vllm-mailbox.py"
+        if with_mail.is_file():
+            with_mail.unlink()
+    subprocess.run(["ipcrm", "-M", str(0x5EED03)], capture_output=True)
+
+
+def jobs(course: Path, poster: Path) -> list[Job]:
+    env = {"LAB_SANDBOX": "1", "LAB_SANDBOX_TAG": f"walls-{uuid.uuid4().hex}"}
+    return [Job("posts-to-a-mailbox", {**env, "LAB_IMPL_03": str(poster)}),
+            *(Job(name, {**env, "LAB_IMPL_03": str(course / DISHONEST / f"{name}.py")}) for name in WALLS),
+            Job("reference-after", {**env, "LAB_IMPL_03": str(course / IN_RELEASE / "solution.py")})]
+
+
+def write_poster(folder: Path) -> Path:
+    poster = folder / "posts_to_a_mailbox.py"
+    poster.write_text(impl_path("lab-03", "solution").read_text(encoding="utf-8") + MAILBOX_POSTER, encoding="utf-8")
+    poster.chmod(0o644)
+    return poster
+
+
+@pytest.fixture(scope="module")
+def graded_as_root(another_copy: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, LabRun], bool]:
+    cleaned_mailboxes()
+    before = digest(REPO_ROOT)
+    try:
+        runs = run_jobs(LAB_03, jobs(REPO_ROOT, write_poster(tmp_path_factory.mktemp("poster"))), timeout=600)
+    finally:
+        cleaned_mailboxes()
+    return runs, before == digest(REPO_ROOT)
+
+
+def grader_uid() -> int:
+    """An ordinary user for the grading (made with useradd when missing)."""
+    try:
+        return pwd.getpwnam(GRADER_USER).pw_uid
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", GRADER_USER],
+                       check=True, capture_output=True)
+        return pwd.getpwnam(GRADER_USER).pw_uid
+
+
+@pytest.fixture(scope="module")
+def graded_as_user(another_copy: Path) -> Iterator[tuple[dict[str, LabRun], bool]]:
+    """The same batch graded by an ordinary user, in a copy of the course it owns (the venv is shared, read-only)."""
+    if os.geteuid() != 0:
+        pytest.skip("run as root: the test makes an ordinary user and grades as it")
+    uid = grader_uid()
+    course = Path(tempfile.mkdtemp(prefix="walls-user-course-"))
+    try:
+        shutil.copytree(REPO_ROOT, course, dirs_exist_ok=True, symlinks=True, ignore=shutil.ignore_patterns(
+            ".venv", ".git", "build", "__pycache__", "*_cache", "node_modules", "*.egg-info"))
+        poster = write_poster(course)
+        for path in [course, *course.rglob("*")]:
+            os.lchown(path, uid, uid)
+        course.chmod(0o755)
+        before = digest(course)
+        # The interpreter may sit where only root may enter (pyenv below /root): the user is shown the way to it.
+        as_user = isolation.as_user(uid, [isolation.Seen("the interpreter", p) for p in isolation.interpreter_paths()])
+        cleaned_mailboxes()
+        try:
+            runs = run_jobs(course / IN_RELEASE, jobs(course, poster), timeout=600, as_user=as_user, owner=uid,
+                            course=course)
+        finally:
+            cleaned_mailboxes()
+        yield runs, before == digest(course)
+    finally:
+        shutil.rmtree(course, ignore_errors=True)
+
+
+def check_batch(runs: dict[str, LabRun], untouched: bool, who: str) -> None:
+    honest = runs["reference-after"].results
+    assert honest, f"{who}: the reference was not graded:\n{runs['reference-after'].output[-2000:]}"
+    maximum = honest["extra_data"]["max_score"]
+    assert honest["score"] == maximum > 0, f"{who}: the reference graded after the attacks lost points: {honest}"
+    poster = runs["posts-to-a-mailbox"].results
+    assert poster["score"] == maximum, f"{who}: the classmate's correct lab-03 that posts its source lost points"
+    for name in WALLS:
+        run = runs[name]
+        assert run.results, f"{who}, {name}: the trusted side must always write the results:\n{run.output[-1500:]}"
+        assert run.results["score"] == 0, (
+            f"{who}, {name} implements no task, so it must earn nothing; it got {run.results['score']}:\n"
+            + "\n".join(f"  {t['name']}: {t['score']}" for t in run.tests if t["score"]))
+        assert len(run.tests) == len(runs["reference-after"].tests), f"{who}, {name}: every graded test is a result"
+    assert untouched, f"{who}: the course's conftest.py, labs.py or grading plugin changed during the grading"
+
+
+@pytest.mark.slow
+def test_the_walls_hold_when_root_grades(graded_as_root: tuple[dict[str, LabRun], bool]) -> None:
+    runs, untouched = graded_as_root
+    check_batch(runs, untouched, "graded as root")
+    isolation_said = runs["reference-after"].results["extra_data"]["isolation"]
+    if isolation.probe().kind == isolation.BWRAP:
+        assert "bubblewrap" in isolation_said and "a user id of its own" in isolation_said, isolation_said
+
+
+@pytest.mark.slow
+def test_the_walls_hold_when_an_ordinary_user_grades(graded_as_user: tuple[dict[str, LabRun], bool]) -> None:
+    """The old walls fell here: the child owned its user namespace, unmounted the covers, read solution.py."""
+    runs, untouched = graded_as_user
+    check_batch(runs, untouched, "graded by an ordinary user")
+    extra = runs["reference-after"].results["extra_data"]
+    if isolation.probe().kind == isolation.BWRAP:
+        assert extra["isolation"].startswith("bubblewrap") and extra["official"] is True, extra["isolation"]
+        assert "a user id of its own" not in extra["isolation"], "an ordinary user cannot give the child another id"
+
+
+def test_the_child_sees_only_its_allow_list() -> None:
+    """What the policy lists is all there is: no lab folder, no tests, no testing kit, no /run, /var or /home."""
+    seen = [s.path for s in isolation.view()]
+    for private in (LAB_03, REPO_ROOT / "tests", REPO_ROOT / "instructor", REPO_ROOT / "mini_vllm" / "testing",
+                    REPO_ROOT / "build", REPO_ROOT / "conftest.py"):
+        assert not any(isolation._below(str(private), s) for s in seen), f"{private} is in the child's view"
+    assert not any(isolation._below(p, s) for s in seen for p in ("/run/lock", "/var/tmp", "/home", "/proc")), seen
+    assert any(isolation._below(str(REPO_ROOT / "mini_vllm" / "sandbox" / "child.py"), s) for s in seen)
+
+
+def make_student(root: Path, lab_03: str) -> Path:
+    (root / IN_RELEASE).mkdir(parents=True)
+    (root / IN_RELEASE / "starter.py").write_text(lab_03, encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def graded_batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, str]]]:
+    submissions = tmp_path_factory.mktemp("walls-submissions")
+    make_student(submissions / "honest", (LAB_03 / "solution.py").read_text(encoding="utf-8"))
+    linker = submissions / "linker"
+    (linker / IN_RELEASE).parent.mkdir(parents=True)
+    (linker / IN_RELEASE).symlink_to(submissions / "honest" / IN_RELEASE, target_is_directory=True)
+    make_student(submissions / "zip-reader", (REPO_ROOT / DISHONEST / "reads_the_batch_zip.py").read_text())
+    out = tmp_path_factory.mktemp("walls-batch")
+    assert batch.main([str(submissions), "--out", str(out), "--labs", "03", "--jobs", "2"]) == 0
+    with (out / "scores.csv").open(encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    return out, rows
+
+
+@pytest.mark.slow
+def test_a_batch_grades_each_student_by_their_own_files(graded_batch: tuple[Path, dict[str, dict[str, str]]]) -> None:
+    out, rows = graded_batch
+    assert rows["honest"]["status"] == "graded" and rows["honest"]["total"] == rows["honest"]["max"], rows["honest"]
+    assert rows["linker"]["total"] == "0", "a lab folder linked to another student's is not graded"
+    linker = json.loads((out / "linker" / "results.json").read_text(encoding="utf-8"))
+    assert "leads out of your upload through a link" in linker["output"], linker["output"][:800]
+    assert rows["zip-reader"]["status"] == "graded" and rows["zip-reader"]["total"] == "0", (
+        "the batch's autograder.zip must be out of every child's reach", rows["zip-reader"])
+
+
+NO_WALLS = isolation.Walls(isolation.PROCESS, False, "bubblewrap is not installed, and the grader is not root")
+
+
+def test_without_walls_a_grade_says_it_is_not_official(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mini_vllm.testing import provenance
+
+    monkeypatch.setattr(isolation, "probe", lambda: NO_WALLS)
+    monkeypatch.setenv("LAB_SANDBOX", "1")
+    said, official = provenance.walls()
+    assert official is False and "Not official: bubblewrap is not installed" in said, said
+    monkeypatch.setenv("LAB_SANDBOX", "0")
+    assert provenance.walls()[1] is False, "code run inside the grading process is never an official grade"
+
+
+def test_without_walls_the_autograder_and_grade_batch_refuse(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from instructor.autograder import run
+
+    monkeypatch.setattr(run, "probe", lambda: NO_WALLS)
+    monkeypatch.setattr(batch, "probe", lambda: NO_WALLS)
+    (tmp_path / "submission").mkdir()
+    document = run.grade(tmp_path)
+    assert document["score"] == 0 and document["extra_data"]["autograder"]["status"] == "refused", document
+    assert "cannot wall off the student's code" in document["output"], document["output"][:500]
+    (tmp_path / "class" / "someone").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="refusing to grade: this machine cannot wall off"):
+        batch.main([str(tmp_path / "class"), "--out", str(tmp_path / "out")])
+
+
+def test_a_lab_reached_through_a_link_out_of_the_upload_is_refused(tmp_path: Path) -> None:
+    from instructor.autograder.submission import locate
+
+    other = make_student(tmp_path / "another-student", (LAB_03 / "solution.py").read_text(encoding="utf-8"))
+    upload = tmp_path / "upload"
+    (upload / IN_RELEASE).parent.mkdir(parents=True)
+    (upload / IN_RELEASE).symlink_to(other / IN_RELEASE, target_is_directory=True)
+    (tmp_path / "staging").mkdir()
+    lab_03 = next(f for f in locate(upload, tmp_path / "staging") if f.lab == LAB_03.name)
+    assert lab_03.file is None, "the other student's file must not be graded as this student's"
+    assert "leads out of your upload through a link" in lab_03.problem, lab_03.problem
