@@ -258,7 +258,11 @@ NOT_A_RULE = re.compile(r"^(?:\w+=\S+(?:, \w+=\S+)*$|\w+=[^:]*: [\[('\"]|(?:step
                         r"|\(|DID NOT RAISE|assert\b|\w*Error$|Failed: DID NOT)")
 
 
-TRACING_LABS = [d for d in LAB_DIRS if "format_trace(" in (d / "test_lab.py").read_text(encoding="utf-8")]
+# A lab whose code returns no text (lab-09: lexeme ids, token ids, booleans, checkpoints) gives the canary
+# nothing to mark; its tables' expected columns are lark's and llguidance's answers, built in the test.
+TEXTLESS_LABS = {"09"}
+TRACING_LABS = [d for d in LAB_DIRS if "format_trace(" in (d / "test_lab.py").read_text(encoding="utf-8")
+                and lab_number(d.name) not in TEXTLESS_LABS]
 
 
 @pytest.mark.parametrize("lab_dir", [in_first_batch(d) for d in TRACING_LABS])

@@ -38,7 +38,9 @@ KNOWN_ANSWERS: dict[tuple[str, str, str], str] = {
     ("lab-06", "split_reasoning", "lab-06 test_lab.py: rule_split"):
         "lab-06's tests read the rule through rule_split, task 1's whole answer (task 1 is worth 35)",
 }
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("release-kit")]
+# Each lab's probe is its own subprocess (the lab's tests on the reference, then the replay): labs spread over the
+# workers. Seconds of CPU on a quiet machine; the limit is for a loaded one.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 def probe(lab: str, tmp_path: Path) -> dict[str, object]:
