@@ -20,7 +20,10 @@ from typing import Any
 
 from mini_vllm import schema_regex
 from mini_vllm.labtypes.lab08 import CharAutomaton, Vocabulary
+from mini_vllm.schema_regex import UnsupportedSchema
 from mini_vllm.tokenizer_base import Tokenizer
+
+__all__ = ["UnsupportedSchema", "regex_to_chars", "schema_to_chars", "schema_to_regex", "vocabulary_of"]
 
 MAX_CODE_POINT = 0x10FFFF
 

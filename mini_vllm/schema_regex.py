@@ -76,7 +76,7 @@ _SPECIAL = set("\\.^$|?*+()[]{}/")
 class UnsupportedSchema(ValueError):
     """A schema the server cannot serve exactly: ``keyword`` names what, ``where`` the JSON pointer."""
 
-    def __init__(self, keyword: str, where: str, reason: str) -> None:
+    def __init__(self, keyword: str, where: str, reason: str = "not supported by this server") -> None:
         super().__init__(f"{keyword!r} at {where}: {reason}")
         self.keyword = keyword
         self.where = where
