@@ -81,7 +81,7 @@ def test_a_stopped_process_costs_no_cpu_and_its_wait_for_a_cpu_is_not_wall_time(
 
 def test_each_lab_has_its_budget_in_grading_toml_and_the_override_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     policy = load_policy()
-    budgets = {f"lab-{n}": policy.budget_of(n) for n in ("01", "02", "03", "04", "05", "06", "07", "08")}
+    budgets = {f"lab-{n}": policy.budget_of(n) for n in ("01", "02", "03", "04", "05", "06", "07", "08", "09")}
     assert all(policy.lab(lab).call_budget_s is not None for lab in budgets), (
         f"every lab's budget is set from its reference's measured CPU time: {budgets}")
     monkeypatch.delenv("LAB_CALL_BUDGET_S", raising=False)
