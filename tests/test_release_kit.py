@@ -37,6 +37,10 @@ KNOWN_ANSWERS: dict[tuple[str, str, str], str] = {
         "lab-05's tests compute task 1's expected result with a brute-force batch_answer (task 1 is worth 30)",
     ("lab-06", "split_reasoning", "lab-06 test_lab.py: rule_split"):
         "lab-06's tests read the rule through rule_split, task 1's whole answer (task 1 is worth 35)",
+    ("lab-09", "EarleyParser", "mini_vllm/testing/stack.py: LarkParser"):
+        "lab-09's tasks 2-4 run on lark's LALR(1) parser behind task 1's interface (so a parser bug costs points "
+        "in task 1 only); it passes task 1's walks on LALR grammars, not the ambiguous anyOf of "
+        "test_whole_texts_agree_with_lark_earley (an open issue: task 1 needs more tests LALR cannot pass)",
 }
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("release-kit")]
 
