@@ -24,7 +24,7 @@ LOCK_TOOL := build/lock-tool
 LOCK_COMMAND := uv pip compile pyproject.toml requirements/build.in --extra dev --generate-hashes \
 	--python-version 3.11 --python-platform x86_64-unknown-linux-gnu -o $(LOCK)
 
-.PHONY: install lock test check contract-sandboxed fixtures release autograder grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
+.PHONY: install lock test check contract-sandboxed fixtures release autograder autograder-chroot grade-batch grade notebooks jupyter serve demo browser bench timings mutants lint clean
 
 # Every package at the version LOCK names, checked against its hashes; then the course itself,
 # without letting pip pick anything more (its build backend, setuptools, is in the lock too).
@@ -179,8 +179,15 @@ mutants: install
 	$(PY) -m instructor.mutants $(LAB) $(ARGS)
 
 ## The Gradescope autograder: build/autograder.zip (setup.sh, run_autograder, the course). See TEACHING.md.
+## One assignment per lab: `make autograder LABS=08` (or LABS=03,05) writes build/autograder-lab-08.zip.
+## (LABS given on the command line replaces the folder of the same name above; no prerequisite reads it.)
 autograder: install
-	$(PY) -m instructor.autograder.build
+	@$(PY) -m instructor.autograder.build $(if $(filter command line,$(origin LABS)),--labs "$(LABS)")
+
+## setup.sh's real install path, once, as root: a bare Debian 12 root (debootstrap, no Python), setup.sh installing
+## Python 3.11 and the lock in it, then a graded submission (about 30 min; not in `make check`). See TEACHING.md.
+autograder-chroot: install
+	bash instructor/autograder/chroot_check.sh
 
 ## Grade a class as the autograder would: SUBMISSIONS=dir holds one folder or .zip per student.
 ## Writes build/batch/scores.csv and build/batch/<student>/results.json. ARGS="--jobs 4" and more: --help.

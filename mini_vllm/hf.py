@@ -102,6 +102,7 @@ class HFTokenizer:
 
     def __init__(self, tokenizer: Tokenizer, eos_token: str = "<|endoftext|>") -> None:
         self.backend = tokenizer
+        self._eos_token = eos_token
         self._vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
         special = {t.content: i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
         self._special_ids = sorted(special.values())
@@ -143,3 +144,7 @@ class HFTokenizer:
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
         return [str(self.backend.id_to_token(check_token_id(i, self._vocab_size))) for i in ids]
+
+    def sandbox_mirror(self) -> tuple[str, list[str]]:
+        """In the grading sandbox graded code gets its own copy, rebuilt from the JSON: the backend stays here."""
+        return "hf-tokenizer", [self.backend.to_str(), self._eos_token]

@@ -30,7 +30,7 @@ LABS_DIR = REPO_ROOT / "phase-16-serving-apis-and-parsers" / "labs"
 DEFAULT_IMPL = "solution"
 # The order the course teaches the labs in: bytes, BPE tokens, the three text hold-backs, the server,
 # then the typed event streams the server speaks to agents, then the sampler's side of the same seam.
-RECOMMENDED_ORDER = ("03", "04", "05", "06", "01", "02", "07", "08")
+RECOMMENDED_ORDER = ("03", "04", "05", "06", "01", "02", "07", "08", "09")
 
 _loaded: dict[Path, Any] = {}
 
@@ -141,7 +141,7 @@ def _remote_lab(lab: str) -> Any:
     remote = _loaded.get(key)
     if remote is None:
         remote = _loaded[key] = open_lab(number, path, _chosen_file, all_lab_numbers(), _reference_file,
-                                         _reference_module)
+                                         _reference_module, COMPOSED_STAGES.get(number, ()))
     return remote
 
 

@@ -179,3 +179,135 @@ def test_the_graders_private_files_are_root_only(autograder: Path) -> None:
         assert private.stat().st_mode & 0o077 == 0, f"{private} must be readable by root only (chmod go-rwx)"
     engine = course / "mini_vllm" / "engine.py"
     assert engine.stat().st_mode & 0o004, "the engine the student's code imports stays readable"
+
+
+# ------------------------------------------------------------------ one Gradescope assignment per lab
+
+
+def test_make_autograder_labs_08_is_an_assignment_of_its_own(tmp_path: Path) -> None:
+    from instructor.autograder.build import chosen_labs, default_out
+
+    labs = chosen_labs("08")
+    assert labs == [lab_folder("08")] and default_out(labs).name == "autograder-lab-08.zip", (
+        "LABS=08 builds its own zip: the all-labs build/autograder.zip stays")
+    with zipfile.ZipFile(build(tmp_path / "autograder-lab-08.zip", labs)) as zipped:
+        assert json.loads(zipped.read("course/assignment.json")) == {"labs": ["lab-08"]}
+    with zipfile.ZipFile(build(tmp_path / "autograder.zip")) as zipped:
+        assert "course/assignment.json" not in zipped.namelist(), "the all-labs zip grades every lab"
+
+
+@pytest.fixture(scope="module")
+def lab_03_autograder() -> Iterator[Path]:
+    """`make autograder LABS=03`: an autograder for lab-03 alone, set up in a fresh root. (lab-03 rather than
+    lab-08: its reference takes seconds, not a minute, and no call of it comes near the call budget.)"""
+    from instructor.autograder.build import chosen_labs
+
+    scratch = local.scratch_dir("test-autograder-03-")
+    try:
+        local.install(build(scratch / "autograder-lab-03.zip", chosen_labs("03")), scratch / "autograder")
+        yield scratch / "autograder"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_one_lab_autograder_grades_a_lone_starter_out_of_that_labs_points(lab_03_autograder: Path) -> None:
+    lab = lab_folder("03")
+    results = run_autograder(lab_03_autograder, lambda sub: shutil.copyfile(LABS_DIR / lab / "solution.py",
+                                                                              sub / "starter.py"))
+    assert results["score"] == results["extra_data"]["max_score"] == points("03"), results["output"][:2000]
+    assert list(results["extra_data"]["labs"]) == ["lab-03"], "only the assignment's lab is graded"
+    assert "not a whole grade" not in results["output"] and "1 of 1 labs found" in results["output"]
+    assert results["extra_data"]["submission"]["lab-03"]["found_at"] == "starter.py"
+
+
+@pytest.mark.slow
+def test_a_one_lab_autograder_finds_the_labs_folder_uploaded_alone(lab_03_autograder: Path) -> None:
+    lab = lab_folder("03")
+
+    def lab_folder_only(sub: Path) -> None:
+        (sub / lab).mkdir()
+        shutil.copyfile(LABS_DIR / lab / "starter.py", sub / lab / "starter.py")
+        shutil.copyfile(LABS_DIR / lab / "README.md", sub / lab / "README.md")
+
+    results = run_autograder(lab_03_autograder, lab_folder_only)
+    assert results["score"] == 0 and results["extra_data"]["max_score"] == points("03")
+    assert results["extra_data"]["submission"]["lab-03"]["found_at"] == f"{lab}/starter.py"
+    assert all("NotImplementedError" in t["output"] for t in results["tests"]), "graded: the blank starter's stubs"
+
+
+# ------------------------------------------------------------------ what students upload
+
+
+def test_a_zip_with_a_venv_and_git_is_found_and_they_are_not_unpacked(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from instructor.autograder import submission
+
+    monkeypatch.setattr(submission, "MAX_UNZIPPED_BYTES", 2**20)  # the real limit, scaled down to keep this quick
+    lab = lab_folder("03")
+    upload, staging = tmp_path / "upload", tmp_path / "staging"
+    upload.mkdir()
+    with zipfile.ZipFile(upload / "mine.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"course/{IN_RELEASE}/{lab}/starter.py", "# my lab-03\n")
+        for junk in (".venv/lib/python3.11/site-packages/torch.so", ".git/objects/pack/p.pack",
+                     f"{IN_RELEASE}/{lab}/__pycache__/starter.pyc", ".hypothesis/examples/x", "node_modules/a.js"):
+            archive.writestr(f"course/{junk}", b"\0" * 2**20)
+    found = {f.lab: f for f in submission.locate(upload, staging)}
+    assert found[lab].file is not None, f"the lab is found: {found[lab].problem}"
+    assert found[lab].file.read_text() == "# my lab-03\n"
+    assert not (staging / "unzipped" / "mine" / "course" / ".venv").exists(), "a .venv is never unpacked"
+
+
+def test_a_zip_still_too_large_says_what_made_it_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from instructor.autograder import submission
+
+    monkeypatch.setattr(submission, "MAX_UNZIPPED_BYTES", 2**20)
+    lab = lab_folder("03")
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    with zipfile.ZipFile(upload / "mine.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"course/{IN_RELEASE}/{lab}/starter.py", "# my lab-03\n")
+        archive.writestr("course/datasets/huge.bin", b"\0" * 3 * 2**20)
+    found = {f.lab: f for f in submission.locate(upload, tmp_path / "staging")}
+    problem = found[lab].problem
+    assert found[lab].file is None
+    assert "mine.zip was not unpacked" in problem and "course/datasets/ (3 MB" in problem, problem
+    assert ".venv" in problem, f"it says what was already left out: {problem}"
+
+
+# ------------------------------------------------------------------ a build that fails
+
+
+def test_a_failed_build_leaves_no_zip_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from instructor.autograder import build as build_module
+    from mini_vllm.testing.policy import PolicyError
+
+    out = tmp_path / "autograder.zip"
+    out.write_bytes(b"last week's autograder")
+
+    def broken_policy(path: Path) -> None:
+        raise PolicyError("grading.toml: [labs.lab-03]: the task weights add up to 90, not the lab's 100 points")
+
+    monkeypatch.setattr(build_module, "load_policy", broken_policy)
+    assert build_module.main(["--out", str(out)]) == 1
+    said = capsys.readouterr()
+    assert "no autograder was built" in said.err and "add up to 90" in said.err
+    assert "Traceback" not in said.err + said.out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "neither the stale zip nor a .partial is left"
+
+
+def test_the_autograders_own_limit_is_below_the_gradescope_timeout_teaching_recommends() -> None:
+    import re
+
+    from instructor.autograder import batch, run
+
+    teaching = (REPO_ROOT / "TEACHING.md").read_text(encoding="utf-8")
+    recommended = re.search(r"set the timeout to \*\*(\d+) minutes\*\*", teaching)
+    assert recommended, "TEACHING.md recommends a Gradescope timeout, in minutes"
+    gradescope_s = int(recommended.group(1)) * 60
+    assert gradescope_s <= 40 * 60, "Gradescope allows at most 40 minutes"
+    assert gradescope_s - 300 >= run.DEFAULT_TIMEOUT_S, (
+        f"run_autograder stops at {run.DEFAULT_TIMEOUT_S} s: at least 5 minutes before Gradescope's {gradescope_s} s, "
+        "so its own 0-point result is written before Gradescope cuts the run")
+    assert batch.DEFAULT_TIMEOUT_S > run.DEFAULT_TIMEOUT_S, "grade-batch waits for the autograder's own result"

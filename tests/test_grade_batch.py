@@ -58,6 +58,7 @@ def copy_of_course(dest: Path, lab_03: str = "starter.py", lab_05: str | None = 
 def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, str]]]:
     submissions = tmp_path_factory.mktemp("submissions")
     copy_of_course(submissions / "blank")
+    (submissions / "blank" / batch.METADATA).write_text(json.dumps(METADATA), encoding="utf-8")
     one = copy_of_course(tmp_path_factory.mktemp("one") / "course", lab_03="solution.py")
     with zipfile.ZipFile(submissions / "one-lab.zip", "w") as archive:
         for path in sorted(one.rglob("*")):
@@ -66,8 +67,14 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, di
     out = tmp_path_factory.mktemp("batch")
     assert batch.main([str(submissions), "--out", str(out), "--labs", "03,05", "--jobs", "2"]) == 0
     with (out / "scores.csv").open(encoding="utf-8") as handle:
-        rows = {row["student"]: row for row in csv.DictReader(handle)}
+        rows = {row["submission"]: row for row in csv.DictReader(handle)}
     return out, rows
+
+
+# Gradescope's submission_metadata.json (the fields the CSV reads), for a group of two.
+METADATA = {"id": 123456, "submission_method": "upload", "assignment": {"title": "lab-03"},
+            "users": [{"name": "Ada Lovelace", "email": "ada@example.edu", "sid": "S001", "id": 1},
+                      {"name": "Alan Turing", "email": "alan@example.edu", "sid": "S002", "id": 2}]}
 
 
 def test_each_student_gets_a_row_and_a_valid_results_file(graded: tuple[Path, dict[str, dict[str, str]]]) -> None:
@@ -78,7 +85,20 @@ def test_each_student_gets_a_row_and_a_valid_results_file(graded: tuple[Path, di
         validate(results)
         assert results["extra_data"]["tests_version"] == rows[student]["tests_version"] == load_policy().tests_version
     header = list(rows["blank"])
-    assert header[:4] == ["student", "status", "total", "max"] and "lab-03 task 2" in header, header
+    assert header[:7] == ["submission", "name", "email", "sid", "status", "total", "max"], header
+    assert "lab-03" in header and "lab-03 task 2" in header, header
+
+
+def test_names_emails_and_sids_come_from_gradescopes_metadata(
+        graded: tuple[Path, dict[str, dict[str, str]]]) -> None:
+    out, rows = graded
+    blank = rows["blank"]
+    assert (blank["name"], blank["email"], blank["sid"]) == (
+        "Ada Lovelace; Alan Turing", "ada@example.edu; alan@example.edu", "S001; S002"), blank
+    assert (rows["one-lab"]["name"], rows["one-lab"]["sid"]) == ("", ""), "no metadata: the folder's name alone"
+    results = json.loads((out / "blank" / "results.json").read_text(encoding="utf-8"))
+    assert "submission_metadata.json" not in json.dumps(results["extra_data"]["submission"]), (
+        "the metadata is read by the batch, not graded as part of the upload")
 
 
 def test_the_scores_are_each_students_own(graded: tuple[Path, dict[str, dict[str, str]]]) -> None:
@@ -95,7 +115,9 @@ def test_the_scores_are_each_students_own(graded: tuple[Path, dict[str, dict[str
                     "grades each lab in its own process (mini_vllm/sandbox, not merged yet)")
 def test_a_syntax_error_costs_its_lab_and_says_so(graded: tuple[Path, dict[str, dict[str, str]]]) -> None:
     out, rows = graded
-    assert rows["broken"]["status"] == "graded" and float(rows["broken"]["lab-05"]) == 0
+    status = rows["broken"]["status"]
+    assert status.startswith("graded") and "lab-05 did not import" in status, rows["broken"]
+    assert float(rows["broken"]["lab-05"]) == 0
     results = json.loads((out / "broken" / "results.json").read_text(encoding="utf-8"))
     assert "SyntaxError" in results["output"], results["output"][:2000]
 
@@ -113,7 +135,7 @@ def test_a_crashed_run_gets_a_row_that_says_so(tmp_path: Path) -> None:
     batch.write_csv([outcome], tmp_path / "scores.csv")
     with (tmp_path / "scores.csv").open(encoding="utf-8") as handle:
         (row,) = list(csv.DictReader(handle))
-    assert (row["student"], row["status"], row["total"]) == ("slow", outcome.status, "0")
+    assert (row["submission"], row["status"], row["total"]) == ("slow", outcome.status, "0")
 
 
 def test_grade_batch_needs_a_folder_of_submissions(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from instructor.contract import LabRun, run_jobs
+from instructor.contract import LabRun, run_jobs, run_lab_tests
 from instructor.variants import Job
 from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
 from mini_vllm.sandbox.isolation import BWRAP, probe
@@ -36,11 +36,15 @@ DISHONEST = REPO_ROOT / "instructor" / "dishonest"
 # Grouped so that each batch's grading process runs once, on one worker (see test_course_contract).
 BATCHES = {
     "tampering": ["patches_pytest", "patches_the_grader", "forges_results", "patches_conftest", "writes_the_engine",
-                  "skips_every_test"],
+                  "skips_every_test", "escapes_the_scorecard"],
     "peeking": ["loads_the_reference", "reads_the_reference", "imports_the_oracle", "reads_another_lab",
-                "opens_a_connection"],
-    "runaway": ["exits_in_feed", "hangs_in_feed", "allocates_without_bound", "forks_without_bound"],
+                "opens_a_connection", "borrows_another_labs_reference"],
+    "runaway": ["exits_in_feed", "hangs_in_feed", "allocates_without_bound", "forks_without_bound",
+                "sends_huge_replies"],
 }
+# What a submission's grading adds to the environment: the autograder's LAB_COMPOSE=reference, under which
+# a lab that composes nothing must still get no other lab's reference.
+EXTRA_ENV = {"borrows_another_labs_reference": {"LAB_COMPOSE": "reference"}}
 WATCHED = [REPO_ROOT / "conftest.py", REPO_ROOT / "mini_vllm" / "labs.py",
            REPO_ROOT / "mini_vllm" / "testing" / "grading.py"]
 
@@ -91,7 +95,8 @@ def graded(batch: str, listener: Listener) -> tuple[dict[str, LabRun], dict[str,
     if batch not in graded_batches:
         before = digest(WATCHED)
         env = {"LAB_SANDBOX": "1", "DISHONEST_PORT": str(listener.port), "LAB_SANDBOX_TAG": f"dishonest-{TAG}"}
-        jobs = [Job(name, {**env, "LAB_IMPL_03": str(DISHONEST / f"{name}.py")}) for name in BATCHES[batch]]
+        jobs = [Job(name, {**env, **EXTRA_ENV.get(name, {}), "LAB_IMPL_03": str(DISHONEST / f"{name}.py")})
+                for name in BATCHES[batch]]
         jobs.append(Job("reference-after", {**env, "LAB_IMPL_03": str(impl_path("lab-03", "solution"))}))
         runs = run_jobs(LAB_03, jobs, timeout=600)  # the bound on the whole grading: it must end by itself
         graded_batches[batch] = (runs, before, digest(WATCHED))
@@ -139,11 +144,37 @@ def test_a_lab_that_reads_answers_does_not_import(listener: Listener) -> None:
         assert all("does not import" in o for o in outputs), f"{name}: {sorted(outputs)[:3]}"
 
 
+@pytest.mark.slow
+def test_another_labs_reference_is_not_served_to_a_lab_that_does_not_compose_it(listener: Listener) -> None:
+    runs, _, _ = graded("peeking", listener)
+    outputs = [t["output"] for t in runs["borrows_another_labs_reference"].tests]
+    assert any("lab-04 is not part of this submission" in o for o in outputs), outputs[:2]
+
+
+@pytest.mark.slow
+def test_student_text_reaches_the_results_quoted_and_without_control_characters(listener: Listener) -> None:
+    runs, _, _ = graded("tampering", listener)
+    run = runs["escapes_the_scorecard"]
+    texts = [run.results["output"], *(t["output"] for t in run.tests)]
+    assert not any(ch in text for text in texts for ch in "\x1b\r\x07"), "terminal escapes reached results.json"
+    forged = [line for text in texts for line in text.splitlines() if line.lstrip().startswith("TOTAL")]
+    assert forged == [run.results["output"].splitlines()[-1]], (
+        f"only the grader's own TOTAL line may read as one; the student's is quoted: {forged[:3]}")
+    assert "  | TOTAL" in run.tests[0]["output"], run.tests[0]["output"]
+
+
+@pytest.mark.slow
+def test_huge_replies_fail_their_tests(listener: Listener) -> None:
+    runs, _, _ = graded("runaway", listener)
+    outputs = [t["output"] for t in runs["sends_huge_replies"].tests]
+    assert any("over the" in o and "-byte limit" in o for o in outputs), outputs[:3]
+
+
 @pytest.mark.slow  # a dishonest submission graded through the sandbox: make check
 def test_runaway_code_is_stopped_and_named(listener: Listener) -> None:
     runs, _, _ = graded("runaway", listener)
     hang = [t["output"] for t in runs["hangs_in_feed"].tests]
-    assert any("StreamingDetokenizer.feed did not return within" in o for o in hang), hang[:3]
+    assert any("StreamingDetokenizer.feed used more than its budget" in o for o in hang), hang[:3]
     died = [t["output"] for t in runs["exits_in_feed"].tests]
     assert any("ended during StreamingDetokenizer.feed" in o for o in died), died[:3]
     left = subprocess.run(["pgrep", "-f", f"dishonest-{TAG}"], capture_output=True, text=True).stdout.split()
@@ -193,3 +224,70 @@ def test_graded_code_cannot_touch_the_tests_counters() -> None:
         lender.check_set(counting, "ids_decoded")
     with pytest.raises(TypeError):
         lender.check_result(os)  # no module, class or function is ever handed to graded code
+
+
+# ------------------------------------------------------------------ counts kept where they are served
+# Each file in instructor/dishonest/sly/ is appended to a lab's reference: a correct submission that is
+# slow, or keeps what it should not, and tries every way around the count (mini_vllm/sandbox/served.py).
+# Only a few of the lab's tests run: the cost tests it must lose, and a correctness test it must keep.
+
+SLY = DISHONEST / "sly"
+SLY_CASES = {
+    "lab04_bypasses_the_count": (
+        "lab-04", "test_cost_per_token_is_bounded[bpe-ascii] or test_cost_per_token_is_bounded[bpe-cjk] "
+        "or test_prompt_is_never_re_emitted", "test_cost_per_token_is_bounded"),
+    "lab05_copies_the_stops": (
+        "lab-05", "test_a_token_costs_no_more_than_the_longest_stop or test_fifty_random_slicings",
+        "test_a_token_costs_no_more_than_the_longest_stop_however_many_stops"),
+    "lab08_steps_the_inner_automaton": (
+        "lab-08", "test_trie_walk_prunes_dead_prefixes[short-cjk] or test_index_counts_its_build_work_and_size "
+        "or test_eos_exactly_when_accepting",
+        "test_trie_walk_prunes_dead_prefixes test_index_counts_its_build_work_and_size"),
+    "lab06_forges_the_probe": (
+        "lab-06", "test_cost_per_character_does_not_grow or test_fifty_random_slicings",
+        "test_cost_per_character_does_not_grow"),
+}
+
+
+def sly_submission(name: str, lab: str, folder: Path) -> Path:
+    submission = folder / "submission.py"
+    reference = impl_path(lab, "solution").read_text(encoding="utf-8")
+    submission.write_text(reference + "\n\n" + (SLY / f"{name}.py").read_text(encoding="utf-8"), encoding="utf-8")
+    return submission
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SLY_CASES))
+def test_a_slow_submission_loses_its_cost_points_whatever_it_does(name: str, tmp_path: Path) -> None:
+    """Inner or private attributes, str copies, counters set by assignment or through the channel, a class
+    swap, the stand-in's own call back, a forged probe: every cost test still fails, every other one passes."""
+    lab, selected, costly = SLY_CASES[name]
+    number = lab.split("-")[1]
+    run = run_lab_tests(next(LABS_DIR.glob(f"{lab}-*")),
+                        {"LAB_SANDBOX": "1", f"LAB_IMPL_{number}": str(sly_submission(name, lab, tmp_path))},
+                        args=["-k", selected])
+    assert run.tests, f"{name}: nothing was graded:\n{run.output[-2000:]}"
+    for entry in run.tests:
+        test = entry["name"].split(" › ")[-1].split("[")[0]
+        if test in costly.split():
+            assert entry["score"] == 0, f"{name} must lose {entry['name']}: its work is counted where it is served"
+        else:
+            assert entry["score"] == entry["max_score"], (
+                f"{name} is correct, so {entry['name']} keeps its points:\n{run.output[-3000:]}")
+
+
+@pytest.mark.slow
+def test_what_the_tests_lend_cannot_be_turned_against_them(tmp_path: Path) -> None:
+    """A lent Hugging Face tokenizer's backend (save a file, add special tokens) and a counting tokenizer fed an
+    endless iterator: nothing reaches the trusted side, the grading ends, and no grade changes."""
+    written = [Path("/tmp/lent-object-wrote-this.json"), REPO_ROOT / "lent-object-wrote-this.json"]
+    for path in written:
+        path.unlink(missing_ok=True)
+    run = run_lab_tests(next(LABS_DIR.glob("lab-04-*")),
+                        {"LAB_SANDBOX": "1", "LAB_IMPL_04": str(
+                            sly_submission("lab04_attacks_the_lent_tokenizer", "lab-04", tmp_path))},
+                        args=["-k", "hf-bpe or hf-spm or test_defaults_are_window_4"], timeout=600)
+    assert run.tests, f"nothing was graded:\n{run.output[-2000:]}"
+    lost = [t["name"] for t in run.tests if t["score"] < t["max_score"]]
+    assert not lost, f"the submission is the reference, so it loses nothing: {lost}\n{run.output[-3000:]}"
+    assert not any(path.exists() for path in written), "a lent object wrote a file from the trusted side"

@@ -187,3 +187,72 @@ def test_the_readme_states_the_policys_points() -> None:
             weights = ", ".join(str(weight) for _, weight in sorted(lab.tasks.items()))
             row = f"| lab-{lab_number(lab_dir.name)} | {lab.points} | {weights} |"
             assert row in readme, f"the README's points table must match grading.toml: missing {row!r}"
+
+
+# ------------------------------------------------------------------------------ visibility
+
+
+HIDING_POLICY = minimal(stdout_visibility="visible", visibility_rules=[
+    {"tests": "lab-05 task 2 *", "visibility": "after_due_date"},  # a rule on a task
+    {"tests": "lab-03 task 1 test_*len*", "visibility": "hidden"},  # a rule on a name pattern
+])
+
+
+def hiding_run(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], list[Any]]:
+    """A graded run under HIDING_POLICY: what results.json says, and the tests it graded."""
+    from mini_vllm.testing import gradescope, grading
+
+    policy = parse_policy(HIDING_POLICY)
+    monkeypatch.setattr(grading, "load_policy", lambda: policy)
+    monkeypatch.setattr(gradescope, "load_policy", lambda: policy)
+    lab_03, lab_05 = "lab-03-streaming-detokenizer", "lab-05-stop-strings"
+    graded = [
+        grading.GradedTest(lab_03, 1, "the length table", "test_utf8_len_table", 1, passed=False,
+                           details="AssertionError: SECRET-LEN: 0xF8 is no lead byte", weight=Fraction(15)),
+        grading.GradedTest(lab_03, 2, "feed", "test_feed_ascii", 1, passed=True, weight=Fraction(70)),
+        grading.GradedTest(lab_05, 1, "truncate_at_stop", "test_truncate", 1, passed=True, weight=Fraction(30)),
+        grading.GradedTest(lab_05, 2, "the hold-back", "test_hold_back", 1, passed=False,
+                           details="AssertionError: SECRET-HOLD: held 'ab' after 'xab'", weight=Fraction(55, 2)),
+        grading.GradedTest(lab_05, 2, "the hold-back", "test_eager", 1, passed=True, weight=Fraction(55, 2)),
+    ]
+    student, full = grading.Grader(Path("unused.json")).student_scorecard(graded, "")
+    return gradescope.results_document(graded, student, full_scorecard=full), graded
+
+
+def test_a_hidden_test_leaves_no_trace_in_what_the_student_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    results, _ = hiding_run(monkeypatch)
+    validate(results)
+    shown = results["output"]
+    for secret in ("test_utf8_len_table", "SECRET-LEN", "the length table", "test_hold_back", "test_eager",
+                   "SECRET-HOLD", "the hold-back", "/ 55", "/ 15", "/ 200", "/ 85"):
+        assert secret not in shown, f"the student's scorecard reveals a hidden test ({secret!r}):\n{shown}"
+    assert "feed" in shown and "truncate_at_stop" in shown, f"the visible tasks are still shown:\n{shown}"
+    assert "70 / 70" in shown and "30 / 30" in shown and "100 / 100" in shown, (
+        f"totals count the visible tests only (lab-03 70, lab-05 30, total 100):\n{shown}")
+    assert "hidden for now" in shown and "after the due date" in shown and "never" in shown, (
+        f"a line says some tests are hidden and when they show:\n{shown}")
+    assert results["stdout_visibility"] == "hidden", "the grading run's output, which names every test, is hidden too"
+    by_name = {t["name"].split(" › ")[-1]: t["visibility"] for t in results["tests"]}
+    assert by_name["test_utf8_len_table"] == "hidden" and by_name["test_hold_back"] == "after_due_date"
+    assert by_name["test_feed_ascii"] == "visible"
+
+
+def test_the_full_scorecard_is_kept_for_the_instructor(monkeypatch: pytest.MonkeyPatch) -> None:
+    results, _ = hiding_run(monkeypatch)
+    full = [t for t in results["tests"] if "full scorecard" in t["tags"]]
+    assert len(full) == 1, "one entry holds the scorecard of every test"
+    assert full[0]["visibility"] == "hidden", "shown no sooner than the most hidden test (here: never)"
+    assert full[0]["max_score"] == 0, "it is worth nothing: the grade is the tests' own entries"
+    assert "SECRET-HOLD" in full[0]["output"] and "test_utf8_len_table" in full[0]["output"]
+    assert results["score"] == 70 + 30 + Fraction(55, 2), "the grade counts every test, hidden or not"
+
+
+def test_without_hidden_tests_the_student_reads_the_whole_scorecard(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mini_vllm.testing import gradescope, grading
+
+    monkeypatch.setattr(grading, "load_policy", lambda: parse_policy(minimal()))
+    test = grading.GradedTest("lab-03-streaming-detokenizer", 2, "feed", "test_feed", 1, passed=False,
+                              details="AssertionError: feed broke", weight=Fraction(70))
+    student, full = grading.Grader(Path("unused.json")).student_scorecard([test], "")
+    assert full is None and "feed broke" in student and "hidden" not in student
+    assert not [t for t in gradescope.results_document([test], student)["tests"] if "full scorecard" in t["tags"]]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +43,12 @@ def test_release_ships_no_solution_and_nothing_of_the_instructor(release: Path) 
     assert not found, f"the release must not hold these files: {found[:10]}"
     labs = sorted(p.name for p in (release / LABS_DIR.relative_to(LABS_DIR.parents[1])).iterdir() if p.is_dir())
     assert labs == sorted(p.name for p in LABS_DIR.iterdir() if p.is_dir()), f"every lab ships: {labs}"
+
+
+@pytest.mark.slow
+def test_the_releases_gitignore_keeps_the_venv_and_caches_out_of_a_students_repository(release: Path) -> None:
+    ignored = {line.strip().rstrip("/") for line in (release / ".gitignore").read_text(encoding="utf-8").splitlines()}
+    assert {".venv", "__pycache__", ".hypothesis", "build", "results.json"} <= ignored, sorted(ignored)
 
 
 def test_no_run_of_solution_lines_appears_in_the_release(release: Path) -> None:
@@ -133,3 +140,95 @@ LAB = "phase-16-serving-apis-and-parsers/labs/lab-03-streaming-detokenizer"
 ], ids=lambda value: str(value).replace(LAB, "lab-03"))  # (a lab folder in an id would look like a lab run)
 def test_what_ships(path: str, shipped: bool) -> None:
     assert ships(path) == shipped, f"{path} {'must' if shipped else 'must not'} ship"
+
+
+# ------------------------------------------------------------------ the release's text holds in the release
+
+BACKTICKED = re.compile(r"`([^`\s]+)`")
+# Only the instructor's copy has these: a sentence naming them in the release points at nothing.
+INSTRUCTOR_ONLY = re.compile(r"make bench\b|`bench/|\bbench\.\w+|instructor/|runs the reference solution by default")
+# A time measured on the reference solutions (which the release does not have), e.g. "on the reference ... 9.6 s".
+REFERENCE_FIGURE = re.compile(r"(?:reference|LAB_IMPL=solution)[^|\n]*\|?[^\n]*?\b\d+(?:\.\d+)? ?(?:s|ms|min)\b")
+
+
+def release_texts(release: Path) -> dict[str, str]:
+    """Every Markdown file of the release, and every notebook's markdown and code cells, by path."""
+    texts = {}
+    for path in sorted(release.rglob("*")):
+        relative = path.relative_to(release)
+        if ".git" in relative.parts or not path.is_file():
+            continue
+        if path.suffix == ".md":
+            texts[str(relative)] = path.read_text(encoding="utf-8")
+        elif path.suffix == ".ipynb":
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+            texts[str(relative)] = "\n".join("".join(cell["source"]) for cell in cells)
+    return texts
+
+
+def course_tops() -> set[str]:
+    """The course's own top-level folders and files (this checkout's): a path starting with one is the course's,
+    not an upstream project's (``vllm/v1/engine/detokenizer.py``) or a generated one (``build/``)."""
+    from mini_vllm.labs import REPO_ROOT
+
+    return {p.name for p in REPO_ROOT.iterdir() if not p.name.startswith(".")} - {"build"}
+
+
+def missing_paths(release: Path, name: str, text: str) -> list[str]:
+    """Backticked course paths of ``text`` (``tests/test_x.py``, ``instructor/dishonest/``) the release lacks."""
+    from mini_vllm.labs import REPO_ROOT
+
+    tops = course_tops()
+    missing = []
+    for token in BACKTICKED.findall(text):
+        path = token.rstrip(".,:;)").split("::")[0]
+        if "/" not in path or path.split("/")[0] not in tops:
+            continue
+        if not (REPO_ROOT / path.rstrip("/*")).parent.exists():
+            continue  # an upstream project's path that starts like ours (vLLM's `tests/tokenizers_/...`)
+        exists = any(release.glob(path.rstrip("/"))) if "*" in path else (release / path).exists()
+        if not exists:
+            missing.append(path)
+    return missing
+
+
+QUALIFIED = "instructor's copy"  # a paragraph that says where a thing lives holds in the release too
+
+
+def paragraphs(text: str) -> list[str]:
+    return re.split(r"\n\s*\n", text)
+
+
+def text_problems(release: Path) -> list[str]:
+    """Course paths the release lacks, and mentions of what only the instructor has, in paragraphs that do not
+    say it lives in the instructor's copy."""
+    problems = []
+    for name, text in release_texts(release).items():
+        for paragraph in paragraphs(text):
+            if QUALIFIED in paragraph:
+                continue
+            problems += [f"{name}: `{token}` does not exist in the release" for token in
+                         missing_paths(release, name, paragraph)]
+            for pattern in (INSTRUCTOR_ONLY, REFERENCE_FIGURE):
+                match = pattern.search(paragraph)
+                if match:
+                    problems.append(f"{name}: {match.group(0)[:100]!r}")
+    return problems
+
+
+@pytest.mark.slow
+def test_every_path_command_and_figure_of_the_releases_text_holds_in_the_release(release: Path) -> None:
+    problems = text_problems(release)
+    assert not problems, ("the release's text names what it does not have (a course path, the benchmarks, "
+                          "instructor/, a figure measured on the reference) without saying it is the "
+                          f"{QUALIFIED}'s:\n  " + "\n  ".join(problems[:40]))
+
+
+def test_the_text_checks_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("See `tests/test_release.py` and `docs/`. `make lab-08` on the "
+                                        "reference: 9.6 s. Run `make bench`.\n\nIn the instructor's copy: "
+                                        "`make bench`, `tests/test_release.py`.\n", encoding="utf-8")
+    (tmp_path / "docs").mkdir()
+    found = text_problems(tmp_path)
+    assert len(found) == 3 and "tests/test_release.py" in found[0], found
+    assert "make bench" in found[1] and "9.6 s" in found[2], found

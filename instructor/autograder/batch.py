@@ -1,13 +1,20 @@
 """``make grade-batch SUBMISSIONS=dir``: grade a whole class, one student at a time in a fresh copy, in parallel.
 
 ``SUBMISSIONS`` holds one entry per student: a folder (their copy of the course, as they would
-upload it to Gradescope) or a ``.zip`` of it; the entry's name is the student's. Each student is
+upload it to Gradescope) or a ``.zip`` of it. Gradescope's export of an assignment's submissions
+has this layout (one folder per submission); where a folder holds Gradescope's
+``submission_metadata.json``, the CSV takes each submitter's name, email and SID from it, and
+otherwise the folder's name is all it knows of the student. Each student is
 graded exactly as the Gradescope autograder grades (``run_autograder`` of ``make autograder``'s
 zip) in a root of their own: a fresh copy of the course and of their submission, so nothing one
 student's code does can reach another's grading. Students are graded in parallel, one per core
 (``--jobs``). Only the grader's own ``results.json`` is read back, never anything the submission wrote.
 
-Writes ``build/batch/scores.csv`` (a row per student: status, total, each lab and task) and
+Students graded side by side get equal CPU shares where the machine allows (:mod:`.shares`), and,
+budgets being CPU time, a neighbour never costs a student points (only time).
+
+Writes ``build/batch/scores.csv`` (a row per student: submission, name, email, SID, status, total,
+each lab and task; a lab that was not found or did not import is named in the status) and
 ``build/batch/<student>/results.json`` and ``stdout.txt``. A student whose grading crashed or
 overran gets a row that says so, with no points.
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import os
 import re
@@ -28,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from instructor.autograder import local
+from instructor.autograder import local, shares
 from instructor.autograder.build import build
 from instructor.autograder.run import run_in_own_group
 from mini_vllm.labs import REPO_ROOT, lab_number
@@ -36,7 +44,10 @@ from mini_vllm.sandbox.isolation import probe
 from mini_vllm.testing.policy import load_policy
 
 DEFAULT_OUT = REPO_ROOT / "build" / "batch"
-DEFAULT_TIMEOUT_S = 1800  # per student, on top of the autograder's own limit
+DEFAULT_TIMEOUT_S = 2100  # per student: past the autograder's own limit (run.py's 1800 s), which writes a result
+
+
+METADATA = "submission_metadata.json"  # Gradescope's, beside each submission in its export
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,30 @@ class Outcome:
     status: str  # "graded", or what went wrong
     results: dict[str, Any] | None
     seconds: float
+
+
+@dataclass(frozen=True)
+class Submitter:
+    """Who a submission is from, as Gradescope's metadata says (a group submission: every member, joined)."""
+
+    name: str = ""
+    email: str = ""
+    sid: str = ""
+
+
+def submitters(entry: Path) -> Submitter:
+    """The ``users`` of ``entry``'s ``submission_metadata.json``; empty fields without one (or an unreadable one)."""
+    try:
+        users = json.loads((entry / METADATA).read_text(encoding="utf-8")).get("users", [])
+    except (OSError, ValueError, AttributeError):
+        return Submitter()
+    if not isinstance(users, list):
+        return Submitter()
+
+    def field(key: str) -> str:
+        return "; ".join(str(user.get(key) or "") for user in users if isinstance(user, dict))
+
+    return Submitter(field("name"), field("email"), field("sid"))
 
 
 def students(submissions: Path) -> list[tuple[str, Path]]:
@@ -68,9 +103,10 @@ def prepare_template(work: Path) -> Path:
 
 
 def grade_one(student: str, entry: Path, template: Path, work: Path, out: Path, timeout: float,
-              labs: str | None) -> Outcome:
-    """Grade one student in a fresh root; runs in a worker process of the pool."""
+              labs: str | None, cpu: shares.Shares | None = None) -> Outcome:
+    """Grade one student in a fresh root (and CPU group); runs in a worker process of the pool."""
     started = time.monotonic()
+    group = cpu.group(student) if cpu is not None else None
     root = Path(tempfile.mkdtemp(prefix=f"{student}-", dir=work))  # a random name: not guessable by others
     root.chmod(0o711)
     student_out = out / student
@@ -82,13 +118,15 @@ def grade_one(student: str, entry: Path, template: Path, work: Path, out: Path, 
         (root / "venv").symlink_to(os.readlink(template / "venv"))
         submission = root / "submission"
         if entry.is_dir():
-            shutil.copytree(entry, submission, symlinks=True)  # links stay links: the grader refuses them
+            shutil.copytree(entry, submission, symlinks=True,  # links stay links: the grader refuses them
+                            ignore=lambda folder, names: [METADATA] if Path(folder) == entry else [])
         else:
             submission.mkdir()
             shutil.copy2(entry, submission / entry.name)
         submission.chmod(0o700)
         env = local.grading_env(root, labs)
-        returncode, output = run_in_own_group([str(root / "run_autograder")], root, env, timeout)
+        returncode, output = run_in_own_group([str(root / "run_autograder")], root, env, timeout,
+                                              preexec=functools.partial(shares.join, group))
         (student_out / "stdout.txt").write_text(output, encoding="utf-8")
         if returncode is None:
             return Outcome(student, f"crashed: grading did not finish within {timeout:g} s", None,
@@ -100,13 +138,27 @@ def grade_one(student: str, entry: Path, template: Path, work: Path, out: Path, 
             return Outcome(student, f"crashed: run_autograder (exit {returncode}) wrote no results.json", None,
                            time.monotonic() - started)
         shutil.copyfile(results_file, student_out / "results.json")
-        autograder = results.get("extra_data", {}).get("autograder", {})
-        status = "graded" if autograder.get("status") == "graded" else f"crashed: {autograder.get('reason', '?')}"
-        return Outcome(student, status, results, time.monotonic() - started)
+        return Outcome(student, graded_status(results), results, time.monotonic() - started)
     except Exception as error:  # one student's trouble must not stop the class's grading
         return Outcome(student, f"crashed: {type(error).__name__}: {error}", None, time.monotonic() - started)
     finally:
+        shares.end(group)  # whatever the grading left running, a spinner in a session of its own included
         shutil.rmtree(root, ignore_errors=True)
+
+
+def graded_status(results: dict[str, Any]) -> str:
+    """``graded``, ``graded; lab-05 did not import; lab-06 not found``, or ``crashed: why``."""
+    extra = results.get("extra_data", {})
+    autograder = extra.get("autograder", {})
+    if autograder.get("status") != "graded":
+        return f"crashed: {autograder.get('reason', '?')}"
+    trouble = [f"{lab} {entry['status']}" for lab, entry in sorted(extra.get("submission", {}).items())
+               if entry.get("status", "graded") != "graded"]
+    return "; ".join(["graded", *trouble])
+
+
+def is_graded(outcome: Outcome) -> bool:
+    return outcome.status.startswith("graded")
 
 
 def columns(outcomes: list[Outcome]) -> list[str]:
@@ -122,31 +174,35 @@ def columns(outcomes: list[Outcome]) -> list[str]:
     return ordered
 
 
-def row(outcome: Outcome, lab_columns: list[str]) -> dict[str, Any]:
+def row(outcome: Outcome, lab_columns: list[str], who: Submitter) -> dict[str, Any]:
     results = outcome.results or {}
     extra = results.get("extra_data", {})
-    values: dict[str, Any] = {"student": outcome.student, "status": outcome.status,
-                              "total": results.get("score", 0) if outcome.status == "graded" else 0,
+    graded = is_graded(outcome)
+    values: dict[str, Any] = {"submission": outcome.student, "name": who.name, "email": who.email, "sid": who.sid,
+                              "status": outcome.status, "total": results.get("score", 0) if graded else 0,
                               "max": extra.get("max_score", ""), "tests_version": extra.get("tests_version", ""),
                               "commit": extra.get("commit", ""), "seconds": round(outcome.seconds, 1)}
-    labs = extra.get("labs", {}) if outcome.status == "graded" else {}
+    labs = extra.get("labs", {}) if graded else {}
     for column in lab_columns:
         lab, _, task = column.partition(" task ")
         entry = labs.get(lab, {})
         if task:
             entry = entry.get("tasks", {}).get(task, {})
-        values[column] = entry.get("score", 0 if outcome.status == "graded" else "")
+        values[column] = entry.get("score", 0 if graded else "")
     return values
 
 
-def write_csv(outcomes: list[Outcome], path: Path) -> None:
+def write_csv(outcomes: list[Outcome], path: Path, who: dict[str, Submitter] | None = None) -> None:
+    """One row per submission; ``who`` maps a submission's name to its submitters (from Gradescope's metadata)."""
+    who = who or {}
     lab_columns = columns(outcomes)
-    fields = ["student", "status", "total", "max", *lab_columns, "tests_version", "commit", "seconds"]
+    fields = ["submission", "name", "email", "sid", "status", "total", "max", *lab_columns, "tests_version",
+              "commit", "seconds"]
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         for outcome in sorted(outcomes, key=lambda o: o.student):
-            writer.writerow(row(outcome, lab_columns))
+            writer.writerow(row(outcome, lab_columns, who.get(outcome.student, Submitter())))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,17 +224,20 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     work = local.scratch_dir("grade-batch-")
+    cpu = shares.open_shares(f"grade-batch-{os.getpid()}")
+    print(cpu.describe())
     try:
         template = prepare_template(work)
         with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             futures = [pool.submit(grade_one, name, entry.resolve(), template, work, args.out, args.timeout,
-                                   args.labs) for name, entry in class_list]
+                                   args.labs, cpu) for name, entry in class_list]
             outcomes = [future.result() for future in futures]
     finally:
+        cpu.close()
         shutil.rmtree(work, ignore_errors=True)
-    write_csv(outcomes, args.out / "scores.csv")
+    write_csv(outcomes, args.out / "scores.csv", {name: submitters(entry) for name, entry in class_list})
     for outcome in outcomes:
-        score = outcome.results.get("score") if outcome.results and outcome.status == "graded" else "-"
+        score = outcome.results.get("score") if outcome.results and is_graded(outcome) else "-"
         print(f"{outcome.student:<24} {outcome.status:<12.60} {score}")
     print(f"{len(outcomes)} students graded in {time.monotonic() - started:.1f} s "
           f"(tests version {load_policy().tests_version}): {args.out / 'scores.csv'}")

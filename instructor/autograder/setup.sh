@@ -60,7 +60,7 @@ fi
 # imports (the rest of mini_vllm) and the virtual environment stay readable.
 # The course folder itself stays listable: Python finds a package by listing the folder it sits in.
 chmod 755 "$ROOT/source" "$COURSE"
-for private in phase-16-serving-apis-and-parsers mini_vllm/testing instructor conftest.py grading.toml \
+for private in phase-16-serving-apis-and-parsers mini_vllm/testing instructor conftest.py grading.toml assignment.json \
         pyproject.toml build-info.json requirements; do
     if [ -e "$COURSE/$private" ]; then
         chmod -R go-rwx "$COURSE/$private"

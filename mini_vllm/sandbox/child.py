@@ -180,6 +180,12 @@ class ChildLender:
     def check_result(self, value: Any) -> None:
         pass
 
+    def check_open(self, obj: Any) -> None:
+        pass
+
+    def serve(self, obj: Any, method: Any, args: Any) -> Any:
+        raise PermissionError("the grading child serves no declared interface")
+
     def call_path(self, path: list[str], args: list[Any], kwargs: dict[str, Any]) -> Any:
         if path == ["__setup__"]:
             return self.child.setup(*args, **kwargs)

@@ -24,12 +24,13 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from mini_vllm.sandbox.mirrors import BUILDERS, COUNTING_MIRRORS, Accounts
+from mini_vllm.sandbox import served
+from mini_vllm.sandbox.mirrors import BUILDERS
 from mini_vllm.sandbox.wire import Codec, WireError
 
-REQUEST, REPLY, FAILED, ACCOUNT = 0, 1, 2, 3
+REQUEST, REPLY, FAILED = 0, 1, 2
 PARENT, CHILD = 0, 1
-MAX_MESSAGE = 256 * 2**20  # a reply larger than this is a runaway, not an answer
+MAX_MESSAGE = 16 * 2**20  # a message larger than this is a runaway, not an answer (honest ones stay under 2 MiB)
 _HEADER = struct.Struct("<I")
 # Special methods a proxy forwards; comparisons and hashing stay local (identity), so an
 # object from the other side can never decide that it equals what a test expects.
@@ -163,6 +164,12 @@ class Lender:
     def call_path(self, path: list[str], args: list[Any], kwargs: dict[str, Any]) -> Any:
         raise WireError("nothing is served by path here")
 
+    def check_open(self, obj: Any) -> None:
+        pass
+
+    def serve(self, obj: Any, method: Any, args: Any) -> Any:
+        raise WireError("nothing is served through an interface here")
+
 
 class StrictLender(Lender):
     """The trusted side: public methods of lent objects only; no module, class or function goes out."""
@@ -193,6 +200,18 @@ class StrictLender(Lender):
         if isinstance(value, UNSAFE_TYPES) and not isinstance(value, types.GeneratorType):
             raise TypeError(f"a {type(value).__name__} cannot be handed to graded code")
 
+    def check_open(self, obj: Any) -> None:
+        if isinstance(getattr(type(obj), "sandbox_interface", None), str):
+            raise PermissionError(f"{type(obj).__name__} is served through its declared methods only")
+
+    def serve(self, obj: Any, method: Any, args: Any) -> Any:
+        kind = getattr(type(obj), "sandbox_interface", None)
+        interface = served.INTERFACES.get(kind) if isinstance(kind, str) else None
+        if interface is None:
+            raise PermissionError(f"{type(obj).__name__} declares no interface")
+        values = served.check_call(interface, method, args)
+        return served.check_result(getattr(obj, method)(*values))
+
 
 class Peer:
     """One end of the channel: a table of lent objects, and a loop that sends and serves requests."""
@@ -215,28 +234,39 @@ class Peer:
         self._next_request = 1
         self._lock = threading.RLock()
         self._buffer = bytearray()
+        self.received_bytes = 0  # everything read from the other side (the trusted side bounds it per test)
+        self.largest_message = 0
+        self._chunk = bytearray(1 << 20)
+        self._chunk_view = memoryview(self._chunk)
         self.closed = False
-        self.accounts = Accounts()
-        self.codec = Codec(self._to_ref, self._from_ref, rebuild_family, self._build_mirror, side == PARENT)
+        self.codec = Codec(self._to_ref, self._from_ref, rebuild_family, self._build_mirror, self._build_served,
+                           side == PARENT)
         self.serving_args = False  # True while encoding arguments the trusted side chose to lend
         self.class_names: dict[int, str] = {}  # remote object id -> its class's name, for messages
 
     # ------------------------------------------------------------------ references
 
-    def _build_mirror(self, kind: Any, state: Any, account: Any) -> Any:
-        builder = BUILDERS.get(kind) if isinstance(kind, str) else None
-        if builder is None:
-            raise WireError(f"no stand-in of kind {kind!r}")
-        build, counts = builder
-        if counts and (self.side == PARENT or not isinstance(account, int)):
-            raise WireError("only the trusted side's objects report counts")  # and never to the child
-        return build(state, account, self.accounts)
+    def _build_mirror(self, kind: Any, state: Any) -> Any:
+        build = BUILDERS.get(kind) if isinstance(kind, str) else None
+        if build is None:
+            raise WireError(f"no copy of kind {kind!r}")
+        return build(state)
+
+    def _build_served(self, kind: Any, object_id: Any, facts: Any) -> Any:
+        """A stand-in for an object the trusted side serves: each declared method is a request back."""
+        make = served.STAND_INS.get(kind) if isinstance(kind, str) else None
+        if self.side == PARENT or make is None or not isinstance(object_id, int) or not isinstance(facts, dict):
+            raise WireError("only the trusted side serves objects")
+
+        def call(method: str, args: list[Any]) -> Any:
+            return self.request("serve", object_id, method, args)
+        return make(call, object_id, facts)
 
     def _to_ref(self, obj: Any) -> list[Any]:
         if isinstance(obj, Remote) and obj._sandbox_peer is self:  # a proxy going home: the owner's own object
             return [1 - self.side, obj._sandbox_id, 0, None, "Remote"]
-        home = getattr(obj, "sandbox_home", None) if isinstance(obj, COUNTING_MIRRORS) else None
-        if home is not None:  # a stand-in going back: it is the other side's own object
+        home = getattr(obj, "sandbox_home", None) if isinstance(obj, served.SERVED_STAND_INS) else None
+        if isinstance(home, int):  # a stand-in going back: it is the other side's own object
             return [1 - self.side, home, 0, None, type(obj).__name__]
         if self.lender.strict and not self.serving_args:
             self.lender.check_result(obj)
@@ -273,11 +303,11 @@ class Peer:
     # ------------------------------------------------------------------ the wire
 
     def send(self, message: list[Any]) -> None:
-        if self.accounts.pending:  # what the stand-ins counted goes first, before the reply it led to
-            self._write(self.codec.encode([ACCOUNT, 0, self.accounts.take()]))
         self._write(self.codec.encode(message))
 
     def _write(self, data: bytes) -> None:
+        if len(data) > MAX_MESSAGE:  # the other side would refuse it: say so here, where the cause is
+            raise WireError(f"a message of {len(data):,} bytes, over the {MAX_MESSAGE:,}-byte limit")
         try:
             view = memoryview(_HEADER.pack(len(data)) + data)
             while view:
@@ -291,6 +321,7 @@ class Peer:
         while True:
             if len(self._buffer) >= 4:
                 (size,) = _HEADER.unpack_from(self._buffer)
+                self.largest_message = max(self.largest_message, size)
                 if size > MAX_MESSAGE:
                     self.closed = True
                     raise WireError(f"a message of {size:,} bytes, over the {MAX_MESSAGE:,}-byte limit")
@@ -298,7 +329,7 @@ class Peer:
                     data = bytes(self._buffer[4:4 + size])
                     del self._buffer[:4 + size]
                     message = self.codec.decode(data)
-                    if not (isinstance(message, list) and len(message) >= 2 and message[0] in (0, 1, 2, 3)):
+                    if not (isinstance(message, list) and len(message) >= 2 and message[0] in (0, 1, 2)):
                         raise WireError("a message of the wrong shape")
                     return message
             if deadline is not None:
@@ -308,15 +339,16 @@ class Peer:
                 ready, _, _ = select.select([self._read_fd], [], [], left)
                 if not ready:
                     raise CallTimedOut()
-            try:
-                chunk = os.read(self._read_fd, 1 << 20)
+            try:  # into a buffer kept from read to read: os.read(fd, 1 MiB) maps and unmaps a MiB each time
+                got = os.readv(self._read_fd, [self._chunk])
             except OSError as error:
-                chunk = b""
+                got = 0
                 del error
-            if not chunk:
+            if not got:
                 self.closed = True
                 raise ChannelClosed("the other process closed the channel")
-            self._buffer += chunk
+            self.received_bytes += got
+            self._buffer += self._chunk_view[:got]
 
     # ------------------------------------------------------------------ requests
 
@@ -344,9 +376,6 @@ class Peer:
             kind = message[0]
             if kind == REQUEST:
                 self.serve(message)
-                continue
-            if kind == ACCOUNT:
-                self._apply_accounts(message[2])
                 continue
             if not isinstance(message[1], int) or message[1] > number:
                 raise WireError(f"a reply to request {message[1]!r} while waiting for {number}")
@@ -377,18 +406,6 @@ class Peer:
             except WireError as unsendable:
                 self.send([FAILED, number, WireError(str(unsendable))])
 
-    def _apply_accounts(self, accounts: Any) -> None:
-        """Counts a stand-in kept over there, added to the object they belong to here."""
-        if self.side != PARENT or not isinstance(accounts, dict):
-            raise WireError("counts where none are expected")
-        for object_id, counts in accounts.items():
-            obj = self._lent.get(object_id)
-            valid = isinstance(counts, dict) and all(
-                isinstance(k, str) and type(v) is int and v >= 0 for k, v in counts.items())
-            if obj is None or not valid or not hasattr(obj, "sandbox_account"):
-                raise WireError(f"counts for object {object_id!r} that cannot take them")
-            obj.sandbox_account(counts)
-
     def _release(self, entry: Any) -> None:
         """The other side dropped its proxy. Forget the object, unless a reference to it is still on the way.
 
@@ -414,6 +431,9 @@ class Peer:
             path, call_args, kwargs = args
             return lender.call_path(path, call_args, kwargs)
         obj = self._owned(args[0])
+        if op == "serve":  # a declared interface's method: arguments checked, result plain data
+            return lender.serve(obj, args[1], args[2])
+        lender.check_open(obj)
         if op == "call":
             _, name, call_args, kwargs = args
             lender.check_method(obj, name)

@@ -7,8 +7,11 @@ a proxy to it); otherwise it runs in the test's own process. Either way ``undo()
 module back as it was.
 
 What a probe counts inside the child is reported by the child, so unlike a counting tokenizer
-the tests hand in, it could be forged by a submission that goes out of its way to do so: the
-cost tests that use one measure an honest implementation's design, not a security boundary.
+the tests hand in (served and counted on the trusted side, mini_vllm/sandbox/served.py), it could
+be forged by a submission that goes out of its way to do so. So lab-06 reads ``Introspection``
+only where its objects live in the test's own process; in the grading sandbox it measures the
+child's memory from outside. lab-01's ``ScanCounter`` still runs in the child: its cost test
+measures an honest implementation's design, not a security boundary (a known gap).
 """
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ from typing import Any
 
 import msgspec
 
-TUPLE, SET, VALUE, FAMILY, ERROR, REF, BIGINT, MIRROR = 1, 2, 3, 4, 5, 6, 7, 8
+from mini_vllm.sandbox.served import facts_of
+
+TUPLE, SET, VALUE, FAMILY, ERROR, REF, BIGINT, MIRROR, SERVED = 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 # Modules whose dataclasses and named tuples travel by value. Both sides import them, so the
 # receiver rebuilds a value with the class *it* trusts. A student's own dataclass is not here:
@@ -94,13 +96,14 @@ class Codec:
     """
 
     def __init__(self, to_ref: Callable[[Any], list[Any]], from_ref: Callable[[list[Any]], Any],
-                 rebuild_family: Callable[[str], Any], build_mirror: Callable[[str, Any, Any], Any],
-                 trusted: bool) -> None:
+                 rebuild_family: Callable[[str], Any], build_mirror: Callable[[str, Any], Any],
+                 build_served: Callable[[str, int, Any], Any], trusted: bool) -> None:
         self._to_ref = to_ref
         self._from_ref = from_ref
         self._rebuild_family = rebuild_family
         self._build_mirror = build_mirror
-        self._trusted = trusted  # only the trusted side's objects may mirror themselves with counts
+        self._build_served = build_served
+        self._trusted = trusted  # only the trusted side serves objects through a declared interface
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder = msgspec.msgpack.Decoder(ext_hook=self._ext)
         self.families_sent: set[str] = set()
@@ -140,15 +143,18 @@ class Codec:
         if family is not None:
             self.families_sent.add(family)
             return self._ext_of(FAMILY, family)
-        # The trusted side's objects (a test's counting string too) may say how to mirror them; the
-        # child's only as the engine's own classes do (a PieceTokenizer's pieces), never with counts.
+        # A test's object that declares an interface is served from here: the child gets a stand-in that
+        # calls back (mini_vllm/sandbox/served.py). Only the trusted side serves that way.
+        interface = getattr(type(obj), "sandbox_interface", None) if self._trusted else None
+        if isinstance(interface, str):
+            return self._ext_of(SERVED, [interface, self._to_ref(obj)[1], self._prepare(facts_of(interface, obj))])
+        # An object that is plain data under its methods (a PieceTokenizer, a Hugging Face tokenizer) may say
+        # how to rebuild it: the child gets its own copy, and nothing it does to it reaches this side.
         mine = self._trusted or type(obj).__module__.startswith("mini_vllm.")
         mirror = getattr(type(obj), "sandbox_mirror", None) if mine else None
         if mirror is not None:
             kind, state = mirror(obj)
-            counts = self._trusted and hasattr(obj, "sandbox_account")
-            account = self._to_ref(obj)[1] if counts else None
-            return self._ext_of(MIRROR, [kind, self._prepare(state), account])
+            return self._ext_of(MIRROR, [kind, self._prepare(state)])
         return self._ext_of(REF, self._to_ref(obj))
 
     def _ext_of(self, code: int, payload: Any) -> msgspec.msgpack.Ext:
@@ -182,6 +188,8 @@ class Codec:
             return self._from_ref(inner)
         if code == MIRROR:
             return self._build_mirror(*inner)
+        if code == SERVED:
+            return self._build_served(*inner)
         raise WireError(f"unknown extension type {code}")
 
     @staticmethod
@@ -206,7 +214,7 @@ def rebuild_error(module: str, qualname: str, args: list[Any], attrs: dict[str, 
     cls = find_class(module, qualname, ERROR_MODULES)
     error: BaseException
     if cls is not None and issubclass(cls, Exception):
-        error = BaseException.__new__(cls)  # no __init__: its signature is the class's business, its state arrives
+        error = cls.__new__(cls)  # no __init__ (its signature is the class's business); OSError needs its own __new__
         error.args = tuple(args)
         for name, value in attrs.items():
             with contextlib.suppress(AttributeError, TypeError):

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from fractions import Fraction
@@ -24,10 +26,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mini_vllm.labs import REPO_ROOT, describe_choice, impl_path, lab_dir, lab_number
-from mini_vllm.testing.policy import load_policy, test_id
+from mini_vllm.testing.policy import VISIBILITIES, load_policy, test_id
 from mini_vllm.testing.provenance import course_commit, course_version, file_record, read_build_info, walls
 
 SCHEMA_PATH = Path(__file__).with_name("gradescope_results.schema.json")
+# Text that reaches a scorecard or results.json may hold a student's words (an exception's message,
+# a value a test shows). Terminal escapes (colours, cursor moves, a title change), other control
+# characters and bidirectional overrides are taken out, and the whole is cut to a length.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -~]?|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+MAX_TEST_OUTPUT = 16_000  # characters of one test's output: its rule, the first wrong step, and plenty of table
+MAX_OUTPUT = 200_000  # the scorecard's
 _DECIMALS = 4  # points are exact fractions until here; Gradescope shows two decimals
 
 
@@ -45,8 +54,13 @@ class ResultTest(Protocol):
 
 
 def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str = "",
-                     execution_time: float = 0.0) -> dict[str, Any]:
-    """The whole results file for ``tests`` (each scored: its weight when passed, else 0)."""
+                     execution_time: float = 0.0, full_scorecard: str | None = None) -> dict[str, Any]:
+    """The whole results file for ``tests`` (each scored: its weight when passed, else 0).
+
+    ``scorecard`` is the top-level output, which Gradescope shows the student; when a visibility rule
+    hides some tests it is built from the others, and ``full_scorecard`` (every test) goes into an entry
+    of its own, worth nothing, shown only when the last of the hidden tests shows.
+    """
     policy = load_policy()
     entries = []
     per_task_index: dict[tuple[str, int], int] = defaultdict(int)
@@ -59,29 +73,52 @@ def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str =
             "score": _points(test.weight if test.passed else Fraction(0)),
             "max_score": _points(test.weight),
             "status": "passed" if test.passed else "failed",
-            "output": "" if test.passed else (test.details or "failed (no message was recorded)"),
+            "output": "" if test.passed else printable(test.details or "failed (no message was recorded)"),
             "tags": [f"composes {lab}" for lab in test.composes],
             "visibility": policy.visibility_of(test_id(test.lab, test.task, test.name)),
+        })
+    stdout_visibility = policy.stdout_visibility
+    if full_scorecard is not None:
+        hidden = {str(entry["visibility"]) for entry in entries} - {"visible"}
+        if stdout_visibility == "visible":  # the grading run's output prints every test's result
+            stdout_visibility = min(hidden, key=VISIBILITIES.index)
+        entries.append({
+            "name": "Scorecard of every test (the instructor's; it includes the hidden tests)",
+            "number": "0",
+            "score": 0,
+            "max_score": 0,
+            "status": "passed",
+            "output": full_scorecard,
+            "tags": ["full scorecard"],
+            "visibility": min(hidden, key=VISIBILITIES.index),  # shown no sooner than any hidden test
         })
     earned = sum((t.weight for t in tests if t.passed), Fraction(0))
     total = sum((t.weight for t in tests), Fraction(0))
     return {
         "score": _points(earned),
         "execution_time": round(execution_time, 2),
-        "output": scorecard,
+        "output": printable(scorecard, MAX_OUTPUT),
         "output_format": "text",  # the scorecard is aligned plain text: no HTML or Markdown
         "test_output_format": "text",
         "test_name_format": "text",
         "visibility": policy.visibility,
-        "stdout_visibility": policy.stdout_visibility,
+        "stdout_visibility": stdout_visibility,
         "extra_data": _extra_data(tests, total, partial),
         "tests": entries,
     }
 
 
+def printable(text: str, limit: int = MAX_TEST_OUTPUT) -> str:
+    """``text`` without terminal escapes or control characters (newlines and tabs stay), at most ``limit`` long."""
+    text = _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n")))
+    if len(text) > limit:
+        text = text[:limit] + f"\n… (cut: {len(text) - limit:,} more characters)"
+    return text
+
+
 def write_results(path: Path, tests: Sequence[ResultTest], scorecard: str, partial: str = "",
-                  execution_time: float = 0.0) -> dict[str, Any]:
-    document = results_document(tests, scorecard, partial, execution_time)
+                  execution_time: float = 0.0, full_scorecard: str | None = None) -> dict[str, Any]:
+    document = results_document(tests, scorecard, partial, execution_time, full_scorecard)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written whole to a temporary name, then renamed: a reader never sees half a file.
     temporary = path.with_name(path.name + ".tmp")
@@ -108,6 +145,7 @@ def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> d
         "official": walled[1],
         "python": platform.python_version(),
         "labs": _lab_points(tests),
+        "call_costs": _call_costs(),
         "files": {
             "graded": {f"lab-{lab_number(lab)}": _graded_file(lab) for lab in [*labs, *composed]},
             "tests": {f"lab-{lab_number(lab)}": file_record(lab_dir(lab) / "test_lab.py") for lab in labs},
@@ -115,6 +153,12 @@ def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> d
                         if (REPO_ROOT / name).exists()},
         },
     }
+
+
+def _call_costs() -> dict[str, Any] | None:
+    """Per sandboxed lab: its calls, the one that used the most CPU, and its budget (None: nothing was sandboxed)."""
+    remote = sys.modules.get("mini_vllm.sandbox.remote")
+    return remote.call_costs() or None if remote is not None else None
 
 
 def _lab_points(tests: Sequence[ResultTest]) -> dict[str, Any]:

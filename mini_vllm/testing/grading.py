@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from mini_vllm.labs import RECOMMENDED_ORDER, describe_choice, lab_number
-from mini_vllm.testing.gradescope import write_results
-from mini_vllm.testing.policy import PolicyError, load_policy
+from mini_vllm.testing.gradescope import printable, write_results
+from mini_vllm.testing.policy import PolicyError, load_policy, test_id
 from mini_vllm.testing.trace import FIRST_WRONG_STEP
 
 
@@ -117,6 +117,12 @@ class Grader:
         self._record(item, call, report)
         return report
 
+    def forget(self, nodeid: str) -> None:
+        """The test runs again (its call ran out of budget): only the new attempt's verdict counts."""
+        graded = self.tests.get(nodeid)
+        if graded is not None:
+            graded.passed, graded.details = None, ""
+
     def _record(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
         graded = self.tests.get(item.nodeid)
         if graded is None or graded.passed is False:
@@ -133,9 +139,10 @@ class Grader:
         if call.excinfo is not None:
             # exconly() is the exception with its whole message (for an assert, pytest's
             # explanation and our step-by-step table) but without the traceback.
-            graded.details = call.excinfo.exconly().strip()
+            graded.details = quoted_if_foreign(call.excinfo.value, call.excinfo.exconly().strip())
         else:
             graded.details = report.longreprtext
+        graded.details = printable(graded.details)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         graded = [t for t in self.tests.values() if not t.control]
@@ -147,8 +154,9 @@ class Grader:
         for test in graded:  # points never shrink: a selected test that never ran is a failed result
             if test.passed is None:
                 test.passed, test.details = False, "did not run, so not graded"
-        write_results(self.results_path, graded, scorecard="\n".join(lines).strip("\n"), partial=summary,
-                      execution_time=time.monotonic() - self.started)
+        student, full = self.student_scorecard(graded, summary)
+        write_results(self.results_path, graded, scorecard=student, partial=summary,
+                      execution_time=time.monotonic() - self.started, full_scorecard=full)
         terminalreporter.write_line(f"results written to {self.results_path}")
 
     def scorecard(self, graded: list[GradedTest], summary: str) -> list[str]:
@@ -181,6 +189,18 @@ class Grader:
         lines.append(f"{'TOTAL':<{width}} {_fmt(earned):>5} / {_fmt(total):<5}")
         return lines
 
+    def student_scorecard(self, graded: list[GradedTest], summary: str) -> tuple[str, str | None]:
+        """(the scorecard results.json shows the student, the scorecard of every test or None if that is the same).
+
+        What the student reads is built from the tests they may see now (grading.toml's visibility); the
+        scorecard of every test goes into the results file under the hidden tests' own visibility.
+        """
+        full = "\n".join(self.scorecard(graded, summary)).strip("\n")
+        shown, note = student_view(graded)
+        if note is None:
+            return full, None
+        return "\n".join([*self.scorecard(shown, summary), note]).strip("\n"), full
+
     def summary(self, graded: list[GradedTest], ran: list[GradedTest]) -> str:
         """One sentence when the run was not the whole grade: what was selected and what ran."""
         selected, deselected = len(graded), sum(self.deselected.values())
@@ -193,6 +213,51 @@ class Grader:
         ran_part = f", {len(ran)} ran" if len(ran) != selected else ""
         return (f"Partial run: {selected} of {of} graded tests selected{ran_part}. "
                 "Points count only what ran: this is not the grade.")
+
+
+def quoted_if_foreign(error: BaseException, text: str) -> str:
+    """An exception raised by graded code: its words quoted, so none of its lines reads as the grader's.
+
+    It came back from the sandbox (it carries ``sandbox_traceback``, the student's frames, which
+    stay as they are after the message). Its first line says whose it is: "your code raised
+    ValueError: ...", and any further line of the message is indented behind a bar.
+    """
+    if not hasattr(error, "sandbox_traceback"):
+        return text
+    trace = getattr(error, "sandbox_traceback", "") or ""
+    at = text.find(trace) if trace else -1
+    message, rest = (text[:at], text[at:]) if at > 0 else (text, "")
+    message = SANDBOX_PREFIX.sub("", message.strip()).removeprefix("mini_vllm.sandbox.wire.ForeignError: ")
+    first, *more = message.splitlines() or [""]
+    lines = [f"your code raised {first}", *(f"  | {line}" for line in more)]
+    return "\n".join(lines) + (f"\n{rest}" if rest else "")
+
+
+# When tests a visibility rule hides show up, in the student's words (Gradescope's visibility names).
+SHOWN_WHEN = {"after_due_date": "shown after the due date", "after_published": "shown when grades are published",
+              "hidden": "never shown (your instructor sees them)"}
+
+
+def student_view(graded: list[GradedTest]) -> tuple[list[GradedTest], str | None]:
+    """The tests a student may see in their result now, and a line saying what is hidden and until when.
+
+    ``None`` for the line when nothing is hidden. A hidden test must leave no trace in what the student
+    reads: not its name, not its hint, not the points of the task or lab it belongs to.
+    """
+    policy = load_policy()
+    shown: list[GradedTest] = []
+    hidden: dict[str, int] = defaultdict(int)
+    for test in graded:
+        visibility = policy.visibility_of(test_id(test.lab, test.task, test.name))
+        if visibility == "visible":
+            shown.append(test)
+        else:
+            hidden[visibility] += 1
+    if not hidden:
+        return graded, None
+    when = "; ".join(f"{count} {SHOWN_WHEN[visibility]}" for visibility, count in sorted(hidden.items()))
+    return shown, (f"Some tests are hidden for now ({sum(hidden.values())} of {len(graded)}: {when}). "
+                   "This scorecard counts only the tests shown; your grade counts them all.")
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

@@ -23,20 +23,16 @@ class CountingTokenizer:
     built on ``decode`` alone fails loudly here if it reaches for the raw bytes.
     """
 
+    # In the grading sandbox this object stays here and graded code gets a stand-in whose decode,
+    # encode and convert_ids_to_tokens are served from here (mini_vllm/sandbox/served.py): the count
+    # is kept where graded code cannot reach it.
+    sandbox_interface = "counting-tokenizer"
+
     def __init__(self, inner: Tokenizer) -> None:
         self.inner = inner
         self.ids_decoded = 0
         self.decode_calls = 0
-
-    def sandbox_mirror(self) -> tuple[str, Tokenizer]:
-        """In the grading sandbox the code under test gets a stand-in that decodes with ``inner``
-        there and reports each decode back with the call's reply (:mod:`mini_vllm.sandbox.mirrors`):
-        the count is kept here, as exactly as a call back would keep it, without a round trip."""
-        return "counting-tokenizer", self.inner
-
-    def sandbox_account(self, counts: dict[str, int]) -> None:
-        self.decode_calls += counts.get("decode_calls", 0)
-        self.ids_decoded += counts.get("ids_decoded", 0)
+        self.limit: int | None = None  # past this many ids decoded, decode refuses: a cost test stops there
 
     @property
     def vocab_size(self) -> int:
@@ -56,6 +52,9 @@ class CountingTokenizer:
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         self.decode_calls += 1
         self.ids_decoded += len(ids)
+        if self.limit is not None and self.ids_decoded > self.limit:
+            raise AssertionError(f"{self.ids_decoded:,} token ids decoded, far over this test's budget: the cost "
+                                 "test stops here (is something re-decoding the history?)")
         return self.inner.decode(ids, skip_special_tokens=skip_special_tokens)
 
     def decode_single_token_bytes(self, token_id: int) -> bytes:

@@ -501,7 +501,7 @@ def cost_streams() -> dict[str, tuple[Tokenizer, list[int]]]:
 
 COST_STREAMS = cost_streams()
 COST_BUDGET = 6 * WINDOW  # ids decoded per token; the reference needs 7 on ASCII, at most 19 (real U+FFFD)
-SHORT, LONG = 1000, 4000  # stream lengths, in tokens: a cost that grows with the stream grows 4x between them
+SHORT, LONG = 150, 600  # stream lengths, in tokens: a cost that grows with the stream grows 4x between them
 PROMPT = 1000  # tokens of prompt for the cost tests with a prompt (ending inside a character when it can)
 
 
@@ -516,18 +516,23 @@ def cost_stream(kind: str, length: int) -> tuple[Tokenizer, list[int]]:
 def ids_per_token(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], window: int = WINDOW) -> float:
     """Token ids handed to decode per pushed token (what __init__ decodes is not counted).
 
-    A run far over the budget stops early: a quadratic version would take minutes to finish.
+    The counting tokenizer refuses to decode once far over the budget, so a quadratic version fails
+    fast instead of running for minutes. In the grading sandbox each decode is served and counted
+    in this process (mini_vllm/sandbox/served.py), whatever graded code does to what it is given.
     """
     counting = CountingTokenizer(tokenizer)
     detok = lab.IncrementalDetokenizer(counting, prompt, window=window)
     counting.ids_decoded = pushed = 0
-    for start in range(0, len(output), 250):  # 250 pushes per crossing of the sandbox, then a look at the count
-        batch = output[start : start + 250]
-        each(detok.push, batch)
-        pushed += len(batch)
-        if counting.ids_decoded > 4 * COST_BUDGET * pushed + 2000:
-            break
-    return counting.ids_decoded / pushed
+    counting.limit = 4 * COST_BUDGET * len(output) + 2000
+    try:
+        for start in range(0, len(output), 50):  # 50 pushes per crossing of the sandbox
+            batch = output[start : start + 50]
+            each(detok.push, batch)
+            pushed += len(batch)
+    except AssertionError:
+        if counting.ids_decoded <= counting.limit:
+            raise
+    return counting.ids_decoded / max(pushed, 1)
 
 
 def check_cost(kind: str, costs: dict[int, float], setting: str) -> None:

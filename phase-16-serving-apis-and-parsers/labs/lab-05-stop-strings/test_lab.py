@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from mini_vllm import ByteTokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.sandbox import each
+from mini_vllm.sandbox.served import placeholder
 from mini_vllm.testing.expect import hold_problem, must_raise
 from mini_vllm.testing.strategies import cut_points, split_at
 from mini_vllm.testing.trace import Step, format_trace, quote
@@ -372,6 +373,7 @@ def test_fifty_random_slicings(text: str) -> None:
 # The test counts the characters read from the stop strings (each stop is a str that counts
 # its slices, its indexing and its methods), from the first feed on: building tables in
 # __init__ is free. A plain str method over the held text and the chunk cannot be counted; don't.
+# In the grading sandbox the stops stay in the tests' process and every read is served from there.
 
 
 class CountingStop(str):
@@ -400,13 +402,19 @@ class CountingStop(str):
         CountingStop.read += len(self)
         return str.__add__(other, self)
 
-    def sandbox_mirror(self) -> tuple[str, str]:
-        """In the grading sandbox the stop crosses as a string that counts the same reads there and reports
-        them with each reply (mini_vllm/sandbox/mirrors.py), so ``read`` is kept here, exactly."""
-        return "counting-str", str.__str__(self)
+    # In the grading sandbox the stop stays here: graded code gets a str whose own characters are
+    # placeholders, and every read of the stop (indexing, slicing, str(), its methods) is served and
+    # counted here (mini_vllm/sandbox/served.py). A copy made with str's C functions copies placeholders.
+    sandbox_interface = "counting-str"
 
-    def sandbox_account(self, counts: dict[str, int]) -> None:
-        CountingStop.read += counts.get("read", 0)
+    def sandbox_facts(self) -> dict[str, Any]:
+        return {"length": len(self), "placeholder": placeholder(str.__str__(self))}
+
+    def text(self) -> str:
+        return self.__str__()
+
+    def getitem(self, key: Any) -> str:
+        return self[slice(*key) if isinstance(key, list) else key]
 
 
 def _counting_method(name: str) -> Any:
@@ -430,24 +438,29 @@ def test_a_token_costs_no_more_than_the_longest_stop_however_many_stops() -> Non
     """Many long stops: each feed may read the stops about as much as the longest one is long, plus a few
     characters per stop for each character fed, never (number of stops x their length), let alone the
     square of a stop's length (re-testing every prefix of every stop on every chunk)."""
-    stops = [CountingStop(c * 299 + "!") for c in "abcdefghijkl"]  # 12 stops of 300 characters
+    stops = [CountingStop(c * 99 + "!") for c in "abcdefghijkl"]  # 12 stops of 100 characters
+    plain = [str.__str__(stop) for stop in stops]
     longest = max(map(len, stops))
     checker = lab.StopStringChecker(list(stops))
     draw = random.Random(5)
-    chunks = ["".join(draw.choice("aabbcxyz ") for _ in range(draw.randint(1, 4))) for _ in range(300)]
-    chunks[100:110] = ["a" * 40] * 10  # a long partial match: the held text grows to 299 characters, then breaks
+    chunks = ["".join(draw.choice("aabbcxyz ") for _ in range(draw.randint(1, 4))) for _ in range(150)]
+    chunks[50:56] = ["a" * 25] * 6  # a long partial match: the held text grows to 99 characters, then breaks
     CountingStop.read = 0
-    fed = 0
+    fed, shown = "", ""
     for number, chunk in enumerate(chunks, start=1):
-        checker.feed(chunk)
-        fed += len(chunk)
-        budget = 2 * longest * number + 8 * len(stops) * fed
+        shown += checker.feed(chunk)
+        fed += chunk
+        budget = 2 * longest * number + 8 * len(stops) * len(fed)
         assert CountingStop.read <= budget, (
-            f"feeding {number} chunks ({fed} characters) against {len(stops)} stops of {longest} characters read "
-            f"{CountingStop.read:,} characters of the stops; at most {budget:,} allowed (2 x the longest stop per "
-            f"chunk, 8 per stop per character fed). Testing every length of every stop again on each chunk costs "
-            f"a stop's length squared per token: keep, per stop, how much of it the text ends with, and move that "
-            f"count a character at a time")
+            f"feeding {number} chunks ({len(fed)} characters) against {len(stops)} stops of {longest} characters "
+            f"read {CountingStop.read:,} characters of the stops; at most {budget:,} allowed (2 x the longest stop "
+            f"per chunk, 8 per stop per character fed). Testing every length of every stop again on each chunk "
+            f"costs a stop's length squared per token: keep, per stop, how much of it the text ends with, and move "
+            f"that count a character at a time")
+        assert shown == shown_by_now(fed, plain), (
+            f"after {number} chunks the text shown must be exactly what the rule allows (the count only means "
+            f"something for a checker that is right): read the stops by indexing, slicing or their own methods, as "
+            f"these are counted; a str function handed a stop (text.endswith(stop)) reads what the count cannot see")
 
 
 # -------------------------------------------------------------------- task 3: flush

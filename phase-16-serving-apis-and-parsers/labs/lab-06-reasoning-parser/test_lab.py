@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -161,7 +162,8 @@ def trace(rule: str, chunks: Sequence[str], starts_in_reasoning: bool = False,
 def characters_kept(obj: Any) -> int:
     """Every character reachable from ``obj``'s attributes: all that a later feed could scan again.
 
-    Counted where the object lives (mini_vllm/sandbox/probes.py): in a graded run, the sandbox.
+    Only where the object lives in this process (``LAB_SANDBOX=0``): in the grading sandbox nothing
+    the child says about its own objects is believed, and the test measures its memory instead.
     """
     return int(install_probe(lab, "Introspection").characters_kept(obj))
 
@@ -453,14 +455,32 @@ def test_fifty_random_slicings() -> None:
 def test_cost_per_character_does_not_grow(chunk_size: int) -> None:
     """Count what the parser keeps between feeds: a feed can only re-scan what was kept."""
     reply = "<think>" + "plan </thi x <tool y </ " * 2000 + "</think>" + "answer </th z </b> " * 2000
+    if isinstance(lab, ModuleType):  # here: count what the parser's attributes hold
+        p = parser()
+        starts = range(0, len(reply), chunk_size)
+        for first in range(0, len(starts), 97):  # 97 feeds at a time, then a look
+            each(p.feed, [reply[start : start + chunk_size] for start in starts[first : first + 97]])
+            start = starts[min(first + 97, len(starts)) - 1]
+            kept = characters_kept(p)  # checked as it goes, so a parser that keeps the history fails fast
+            assert kept <= 200, (f"after feeding {start + chunk_size:,} characters the parser keeps {kept:,}: "
+                                 "keep only the ambiguous suffix and the tags, never the history")
+        return
+    # In the grading sandbox: the same rule, measured from outside. A parser that keeps the history
+    # holds every character fed; the kernel's figure for the child's private memory shows it.
     p = parser()
-    starts = range(0, len(reply), chunk_size)
-    for first in range(0, len(starts), 97):  # 97 feeds per crossing of the sandbox, then a look
-        each(p.feed, [reply[start : start + chunk_size] for start in starts[first : first + 97]])
-        start = starts[min(first + 97, len(starts)) - 1]
-        kept = characters_kept(p)  # checked as it goes, so a parser that keeps the history fails fast
-        assert kept <= 200, (f"after feeding {start + chunk_size:,} characters the parser keeps {kept:,}: "
-                             "keep only the ambiguous suffix and the tags, never the history")
+    each(p.feed, [reply[start : start + chunk_size] for start in range(0, 4000, chunk_size)])
+    before = lab.memory_in_use()
+    reasoning, content = "plan </thi x <tool y </ " * 2730, "answer </th z </b> " * 3450  # 64 KiB each
+    fed = 0
+    for part, times in ((reasoning, 96), ("</think>", 1), (content, 96)):  # 12 MiB in all
+        for _ in range(0, times, 4):
+            each(p.feed, [part] * min(4, times))
+            fed += min(4, times) * len(part)
+            grown = lab.memory_in_use() - before
+            assert grown <= 6 * 2**20, (
+                f"after feeding {fed:,} more characters the grading process holds {grown / 2**20:.1f} MiB more "
+                "(the kernel's count of its private memory; 6 MiB allowed): keep only the ambiguous suffix and "
+                "the tags, never the history")
 
 
 # ---------------------------------------------------------- task 2: feed, properties

@@ -1,0 +1,193 @@
+"""lab-09's oracles and trusted helpers: libraries, definitions and counters, never a second solution.
+
+- :class:`LarkParser` is lark's LALR(1) parser driven lexeme by lexeme (its interactive mode),
+  behind the same five methods the lab's parser has. It is what tasks 2-4 run on, so a bug in
+  task 1 costs points in task 1 only, and it counts what is asked of it where code under test
+  cannot reach the count. LALR(1) is its restriction: the grammars it runs on are those lark
+  builds a table for without a conflict (an ``anyOf`` whose branches can read the same text
+  is not one of them; :func:`earley_accepts` covers those).
+- :func:`earley_accepts` is lark's Earley parser over the whole text (lexemes by their regexes).
+- :class:`GuidanceGrammarOracle` is llguidance's matcher on the same grammar, in lark's syntax.
+- :func:`lexer_split` is task 4's definition, token by token (the plain formulation: slow).
+- :func:`counting_grammar` hands the lab a grammar whose lexeme automata count their steps.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from mini_vllm.labtypes.lab08 import DEAD, Vocabulary
+from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Split
+from mini_vllm.stack_grammar import grammar_to_lark
+from mini_vllm.testing.structured import CountingAutomaton, _GuidanceTokenizer
+
+
+@functools.cache
+def _lalr(text: str) -> Any:
+    from lark import Lark
+
+    return Lark(text, parser="lalr", lexer="basic")
+
+
+@functools.cache
+def _earley(text: str) -> Any:
+    from lark import Lark
+
+    return Lark(text, parser="earley", lexer="dynamic")
+
+
+class LarkParser:
+    """lark's LALR(1) parser fed lexemes by hand: ``allowed``, ``push``, ``accepts``, ``checkpoint``, ``rollback``.
+
+    A push of several lexemes (they matched the same bytes) keeps one lark parser per lexeme
+    that fits, so the parser state is a small set of lark states; a checkpoint is the length of
+    the history of those sets, and a rollback drops what came after it.
+    """
+
+    def __init__(self, grammar: Grammar) -> None:
+        self._lark = _lalr(grammar_to_lark(grammar, regexes=False))
+        self._names = [lexeme.name for lexeme in grammar.lexemes]
+        self._ids = {name: i for i, name in enumerate(self._names)}
+        self._history: list[list[Any]] = [[self._lark.parse_interactive("")]]
+        self._accepts: dict[tuple[int, ...], frozenset[str]] = {}
+        self.pushes = 0  # push calls (the work a mask asks of the parser)
+        self.calls = 0  # every call, of any method
+
+    def _terminals(self, parser: Any) -> frozenset[str]:
+        key = tuple(parser.parser_state.state_stack)
+        if key not in self._accepts:
+            self._accepts[key] = frozenset(parser.accepts())
+        return self._accepts[key]
+
+    def allowed(self) -> frozenset[int]:
+        self.calls += 1
+        return frozenset(self._ids[t] for p in self._history[-1] for t in self._terminals(p) if t in self._ids)
+
+    def push(self, lexemes: frozenset[int]) -> bool:
+        from lark import Token
+
+        self.calls += 1
+        self.pushes += 1
+        names = {self._names[x] for x in lexemes if isinstance(x, int) and 0 <= x < len(self._names)}
+        after, seen = [], set()
+        for parser in self._history[-1]:
+            for name in sorted(names & self._terminals(parser)):
+                moved = parser.copy(deepcopy_values=False)
+                moved.feed_token(Token(name, ""))
+                key = tuple(moved.parser_state.state_stack)
+                if key not in seen:
+                    seen.add(key)
+                    after.append(moved)
+        if not after:
+            return False
+        self._history.append(after)
+        return True
+
+    def accepts(self) -> bool:
+        self.calls += 1
+        return any("$END" in self._terminals(p) for p in self._history[-1])
+
+    def checkpoint(self) -> int:
+        self.calls += 1
+        return len(self._history)
+
+    def rollback(self, mark: int) -> None:
+        self.calls += 1
+        if not isinstance(mark, int) or not 1 <= mark <= len(self._history):
+            raise ValueError(f"no checkpoint {mark!r}: the parser holds {len(self._history)} states")
+        del self._history[mark:]
+
+
+def earley_accepts(grammar: Grammar, text: str) -> bool:
+    """Whether lark's Earley parser reads ``text`` as a sentence of ``grammar`` (any split into lexemes)."""
+    from lark.exceptions import LarkError
+
+    try:
+        _earley(grammar_to_lark(grammar)).parse(text)
+    except LarkError:
+        return False
+    return True
+
+
+def lex_compact(grammar: Grammar, text: str) -> list[frozenset[int]] | None:
+    """``text`` cut into lexemes by longest match over every lexeme (right for JSON, whose lexemes delimit
+    themselves): each piece is the set of lexemes matching it. None when some position starts no lexeme."""
+    patterns = [re.compile(lexeme.regex) for lexeme in grammar.lexemes]
+    pieces, at = [], 0
+    while at < len(text):
+        lengths = [(m.end() - at) if (m := p.match(text, at)) else 0 for p in patterns]
+        best = max(lengths)
+        if best == 0:
+            return None
+        pieces.append(frozenset(i for i, n in enumerate(lengths) if n == best))
+        at += best
+    return pieces
+
+
+class GuidanceGrammarOracle:
+    """llguidance's matcher for the grammar (forcing off: every tokenization allowed), one token at a time."""
+
+    def __init__(self, grammar: Grammar, vocab: Vocabulary) -> None:
+        import llguidance
+
+        tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab)), n_vocab=len(vocab))
+        self.matcher = llguidance.LLMatcher(tokenizer, grammar_to_lark(grammar, llguidance=True), log_level=0)
+        if self.matcher.is_error():
+            raise ValueError(f"llguidance refused the grammar: {self.matcher.get_error()}")
+        self.size = len(vocab)
+
+    def mask(self) -> list[int]:
+        bits = self.matcher.compute_bitmask()
+        return [i for i in range(self.size) if bits[i >> 3] >> (i & 7) & 1]
+
+    def consume(self, token_id: int) -> None:
+        if not self.matcher.consume_token(token_id):
+            raise ValueError(f"llguidance refused token {token_id}: {self.matcher.get_error()}")
+
+
+def counting_grammar(grammar: Grammar) -> tuple[Grammar, list[CountingAutomaton]]:
+    """The same grammar with lexeme automata that count their steps (on the tests' side of the sandbox)."""
+    counters = [CountingAutomaton(lexeme.automaton) for lexeme in grammar.lexemes]
+    lexemes = tuple(Lexeme(lexeme.name, lexeme.regex, counter) for lexeme, counter in zip(grammar.lexemes, counters,
+                                                                                          strict=True))
+    return Grammar(grammar.start, grammar.rules, lexemes), counters
+
+
+def lexer_state_after(grammar: Grammar, lexemes: frozenset[int], data: bytes) -> tuple[tuple[int, int], ...]:
+    """The lexer state (live (lexeme, automaton state) pairs, sorted) after reading ``data`` from a lexeme's start
+    where the parser allows ``lexemes``: the definition, used to build lexer states without a matcher."""
+    state = []
+    for x in sorted(lexemes):
+        automaton = grammar.lexemes[x].automaton
+        here = automaton.start
+        for byte in data:
+            here = automaton.step(here, byte)
+            if here == DEAD:
+                break
+        if here != DEAD:
+            state.append((x, here))
+    return tuple(state)
+
+
+def lexer_split(grammar: Grammar, vocab: Vocabulary, lexer_state: Sequence[tuple[int, int]]) -> Split:
+    """Task 4's definition, token by token: read each token's bytes while some live lexeme can go on;
+    all read: allowed; stopped where a live lexeme is complete: undecided; else refused."""
+    automata = [lexeme.automaton for lexeme in grammar.lexemes]
+    allowed, undecided = [], []
+    for token_id, data in enumerate(vocab.tokens):
+        if data is None:
+            continue
+        here = tuple(lexer_state)
+        for byte in data:
+            there = tuple((x, t) for x, s in here if (t := automata[x].step(s, byte)) != DEAD)
+            if not there:
+                if any(automata[x].is_accepting(s) for x, s in here):
+                    undecided.append(token_id)
+                break
+            here = there
+        else:
+            allowed.append(token_id)
+    return Split(tuple(allowed), tuple(undecided))
