@@ -7,8 +7,8 @@ not their bytes), are each graded quiet and then beside twelve CPU burners on th
 groups cannot shield the grader: the per-test outcomes must be identical. And a student graded in
 ``make grade-batch`` beside one who forks sixty such spinners loses nothing.
 
-To fit CI, each lab is graded on a few tests, among them those that make the course's heaviest
-calls (lab-08's mask over Tekken's 131,072 tokens, lab-02's pipeline on Tekken): ``SELECTED``. Every
+To fit CI, each lab is graded on one to three tests, among them the one that makes the course's
+heaviest call (lab-08's mask over Tekken's 131,072 tokens, 2 s of CPU): ``SELECTED``. Every
 burner is ended by its pid, whatever happens.
 """
 
@@ -35,8 +35,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500),
               pytest.mark.skipif(not measurable(), reason="CPU time is read from /proc (Linux)")]
 
 BURNERS = 12
-SELECTED = ("fifty_random_slicings or (real_vocabularies_stream_exactly and tekken) or tekken_byte_tokens or "
-            "(lifecycle_holds_for_every_reply and weather) or rollback_returns_to_the_checkpoint")  # 17, every lab
+SELECTED = ("(fifty_random_slicings and not tekken and not mistral and not hf) or "
+            "(pipeline_alone_reassembles and hello-b) or tekken_byte_tokens or "
+            "(lifecycle_holds_for_every_reply and weather) or rollback_returns_to_the_checkpoint")  # 15 tests
 VARIANTS = REPO_ROOT / "instructor" / "wrong_variants"
 TWO_WRONG = {"LAB_IMPL_04": str(VARIANTS / "lab_04" / "prompt_re_emitted.py"),
              "LAB_IMPL_08": str(VARIANTS / "lab_08" / "char_boundary_only.py"),
