@@ -21,10 +21,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from mini_vllm.labs import describe_choice, graded_footer, lab_of_path
+from mini_vllm.labs import all_lab_numbers, describe_choice, graded_footer, lab_of_path
 from mini_vllm.reproducible import UNLOCKED_EXIT, check_installed, freeze_hypothesis_constants
+from mini_vllm.sandbox import budget
 from mini_vllm.testing.grading import Grader
 from mini_vllm.testing.policy import load_policy
+from mini_vllm.testing.retry import RetryOnTimeout
 
 # jsonschema (imported by mistral-common, nbformat and schemathesis) loads rfc3987_syntax when it
 # is installed (Jupyter's server installs it), only to check the "iri" string format, and that
@@ -35,7 +37,12 @@ sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 # walled off, talking to the tests through proxies. `make grade` and `make lab-03` (any lab) set LAB_SANDBOX=1,
 # which sandboxes the reference too; here the default sandboxes everything but the reference.
 os.environ.setdefault("LAB_SANDBOX", "auto")
-os.environ.setdefault("LAB_CALL_BUDGET_S", str(load_policy().call_budget_s))  # the sandbox reads the policy's budget
+# A graded run's own memory is capped where the OS allows it (what the child sends is bounded
+# too: mini_vllm/sandbox/remote.py), so a runaway fails a test with MemoryError, never the machine.
+if os.environ["LAB_SANDBOX"] == "1":
+    budget.cap_own_memory()
+# The sandbox's budgets per call, in CPU seconds: each lab's from grading.toml (LAB_CALL_BUDGET_S overrides them all).
+budget.configure({n: load_policy().budget_of(n) for n in all_lab_numbers()}, load_policy().call_budget_s)
 
 _QUIET_FAILURES = {
     "derandomize": True,
@@ -82,6 +89,8 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_installed_packages(config, graded=bool(results))
     if results:
         config.pluginmanager.register(Grader(Path(results).resolve()), "course-grader")
+    if os.environ.get("LAB_SANDBOX", "0") != "0":  # a test whose call ran out runs once more in a fresh child
+        config.pluginmanager.register(RetryOnTimeout(), "course-retry-on-timeout")
     if not hasattr(config, "workerinput"):  # under pytest-xdist, only the controlling process prints
         config.pluginmanager.register(GradedFooter(config), "course-graded-footer")
 

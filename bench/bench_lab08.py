@@ -143,7 +143,7 @@ def constrained_tokens(lab: object, automaton: object, vocab: Vocabulary, index:
     ids: list[int] = []
     while sampler.phase != "done" and len(ids) < 200:
         started = time.perf_counter()
-        scores = model.score_array(MESSAGE, ids)
+        scores = np.asarray(model.scores(MESSAGE, ids), dtype=np.float64)
         times["scores"].append(time.perf_counter() - started)
         started = time.perf_counter()
         bits = guidance.matcher.compute_bitmask()

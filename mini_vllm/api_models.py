@@ -33,6 +33,7 @@ MAX_STOPS = 4  # stop strings per request: OpenAI's limit ("up to 4 sequences")
 MAX_STOP_CHARS = 1000  # characters per stop string (this server's cap: every token is checked against each)
 MAX_MESSAGES = 10_000  # messages (or Responses input items) per request: validating them stays a few ms
 MAX_TOOLS = 128  # tools per request: OpenAI's limit
+MAX_LOGIT_BIAS = 1024  # logit_bias entries per request (this server's cap: each is a token id checked by pydantic)
 
 
 def documented(schema: dict[str, Any]) -> WithJsonSchema:
@@ -200,8 +201,9 @@ class SamplingFields(Strict):
     frequency_penalty: Penalty | None = None
     presence_penalty: Penalty | None = None
     seed: int | None = None
-    logit_bias: Annotated[dict[str, Annotated[float, Field(ge=-100, le=100)]] | None, nullable({
-        "type": "object", "propertyNames": {"pattern": "^[0-9]+$"},
+    logit_bias: Annotated[dict[str, Annotated[float, Field(ge=-100, le=100)]] | None,
+                          Field(max_length=MAX_LOGIT_BIAS), nullable({
+        "type": "object", "propertyNames": {"pattern": "^[0-9]+$"}, "maxProperties": MAX_LOGIT_BIAS,
         "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}})] = None
     user: str | None = None
     # vLLM's extensions that the pipeline honours.

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mini_vllm.api_errors import ApiError
-from mini_vllm.grammar import UnsupportedSchema, schema_to_regex
+from mini_vllm.grammar import schema_to_regex
+from mini_vllm.schema_regex import UnsupportedSchema
 
 # JSON mode (``json_object``) promises a JSON object, no schema. The full JSON grammar nests
 # without bound; the course serves a flat object of strings, numbers, booleans and nulls,
@@ -52,9 +53,9 @@ def schema_constraint(schema: Any, param: str, source: str) -> Constraint:
     try:
         return Constraint(schema_to_regex(schema), source)
     except UnsupportedSchema as error:
-        raise ApiError(400, f"{error}: this server supports object/properties/required/additionalProperties "
-                       "false, string (enum, const, minLength, maxLength), integer, number, boolean, null, "
-                       "array/items and nested objects", param=param) from error
+        raise ApiError(400, f"unsupported JSON Schema: {error} (this server serves OpenAI strict mode's subset "
+                       "exactly, within its published limits, or refuses it)", param=param,
+                       code="unsupported_schema") from error
 
 
 def json_object_constraint(source: str = "json_object") -> Constraint:
@@ -65,11 +66,23 @@ def tool_call_constraint(tools: Sequence[tuple[str, dict[str, Any] | None]], par
     """A call to one of ``tools`` ((name, parameters schema) pairs), in the toy model's ``<tool_call>`` format."""
     calls = []
     for i, (name, parameters) in enumerate(tools):
-        arguments = schema_constraint(parameters or {"type": "object", "properties": {}}, f"{param}[{i}]", "tool")
+        arguments = schema_constraint(object_schema(parameters, f"{param}[{i}]"), f"{param}[{i}]", "tool")
         calls.append(literal('<tool_call>\n{"name": ') + literal(f'"{name}"') + literal(', "arguments": ')
                      + arguments.regex + literal("}\n</tool_call>"))
     regex = calls[0] if len(calls) == 1 else "(" + "|".join(calls) + ")"
     return Constraint(regex, "tool_call")
+
+
+def object_schema(parameters: Any, param: str) -> dict[str, Any]:
+    """A tool's parameters as an object schema (a call's arguments are always a JSON object), or a 400."""
+    if parameters is None or parameters == {}:
+        return {"type": "object", "properties": {}}
+    root = [k for k in ("anyOf", "$ref", "enum", "const") if isinstance(parameters, dict) and k in parameters]
+    if not isinstance(parameters, dict) or parameters.get("type", "object") != "object" or root:
+        why = f"{root[0]!r} at its root is not supported" if root else f"got {str(parameters)[:60]}"
+        raise ApiError(400, "a forced tool call needs parameters that are an object schema (\"type\": \"object\"), "
+                       f"since a call's arguments are a JSON object: {why}", param=param, code="unsupported_schema")
+    return {**parameters, "type": "object"}
 
 
 def refuse_stop(constraint: Constraint | None, stop: Sequence[str], param: str = "stop") -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mini_vllm.kv_pool import BlockPool, NoFreeBlocks
 from mini_vllm.sampling import SamplingParams
@@ -134,7 +136,7 @@ class Engine:
 
     async def generate(self, request_id: str, prompt_ids: Sequence[int], user_message: str,
                        params: SamplingParams,
-                       choose: Callable[[Sequence[int]], int] | None = None) -> AsyncIterator[EngineOutput]:
+                       choose: Callable[[Sequence[int]], Any] | None = None) -> AsyncIterator[EngineOutput]:
         """Stream the reply's token ids. Leaving early (break, cancellation) aborts the request.
 
         A request admitted with its ``max_tokens`` reserved (as the server admits them) already
@@ -145,14 +147,17 @@ class Engine:
         if request_id not in self._running:
             self.admit(request_id, len(prompt_ids))
         # The scripted reply, or (structured outputs, lab-08) a reply chosen token by token under a grammar.
-        reply = self.model.reply_ids(user_message, prompt_ids) if choose is None else chosen(choose, self.tokenizer)
+        reply = scripted(self.model.reply_ids(user_message, prompt_ids)) if choose is None else \
+            chosen(choose, self.tokenizer)
         # Read once: this loop runs for every token of every request, and is the server's hot path.
         eos, delay, per_step, pool = self.tokenizer.eos_token_id, self.token_delay_s, self.tokens_per_step, self.pool
         room = pool.blocks_held(request_id) * pool.block_size  # tokens the held blocks can take
         finished = False
         step_ids: list[int] = []
         try:
-            for count, token_id in enumerate(reply, start=1):
+            count = 0
+            async for token_id in reply:
+                count += 1
                 needed = len(prompt_ids) + min(count + 1, params.max_tokens)  # this token and room for the next
                 if needed > room and pool.try_reserve(request_id, needed):  # a new block, only at a boundary
                     room = pool.blocks_held(request_id) * pool.block_size
@@ -190,10 +195,24 @@ class Engine:
             self._admit_waiting()
 
 
-def chosen(choose: Callable[[Sequence[int]], int], tokenizer: object) -> Iterator[int]:
+async def scripted(ids: Sequence[int]) -> AsyncIterator[int]:
+    for token_id in ids:
+        yield token_id
+
+
+# Constrained decoding's choice (the model's scores over the whole vocabulary, the grammar's mask, the
+# sampler's pick) is pure Python: on Tekken tens of milliseconds a token. A plain function runs here, one
+# choice at a time, never on the event loop; the server passes a coroutine function instead, which
+# runs the choice in a process of its own (``mini_vllm.server.decode_worker``), off the loop's GIL too.
+DECODE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mini_vllm-decode")
+
+
+async def chosen(choose: Callable[[Sequence[int]], Any], tokenizer: object) -> AsyncIterator[int]:
     """Token ids picked one at a time by ``choose`` (given the reply so far), up to and including EOS."""
     eos = tokenizer.eos_token_id  # type: ignore[attr-defined]
+    loop = asyncio.get_running_loop()
+    awaited = inspect.iscoroutinefunction(choose) or inspect.iscoroutinefunction(type(choose).__call__)
     ids: list[int] = []
     while not ids or ids[-1] != eos:
-        ids.append(choose(ids))
+        ids.append(await choose(ids) if awaited else await loop.run_in_executor(DECODE_THREAD, choose, ids))
         yield ids[-1]

@@ -4,7 +4,8 @@ Two well-kept libraries do the work; this module only checks the schema against 
 the course supports and turns the libraries' answers into plain data
 (:class:`~mini_vllm.labtypes.lab08.CharAutomaton`, :class:`~mini_vllm.labtypes.lab08.Vocabulary`):
 
-- ``outlines_core.json_schema.build_regex_from_schema`` writes the regular expression;
+- :mod:`mini_vllm.schema_regex` writes the regular expression (the server's own writer: it
+  checks limits first and escapes property names; outlines-core's serves a looser subset);
 - ``interegular`` compiles it to a deterministic automaton whose transitions are character
   classes, which become sorted code-point ranges here.
 
@@ -13,65 +14,28 @@ The student's lab starts from the character automaton: lifting it to bytes is th
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+from mini_vllm import schema_regex
 from mini_vllm.labtypes.lab08 import CharAutomaton, Vocabulary
+from mini_vllm.schema_regex import UnsupportedSchema
 from mini_vllm.tokenizer_base import Tokenizer
 
+__all__ = ["UnsupportedSchema", "regex_to_chars", "schema_to_chars", "schema_to_regex", "vocabulary_of"]
+
 MAX_CODE_POINT = 0x10FFFF
-# The JSON Schema keywords the course serves; any other keyword is refused by name (never ignored).
-SUPPORTED_KEYWORDS = frozenset({
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const",
-    "minLength", "maxLength",
-    # annotations: they describe, they do not constrain (pydantic writes "title" everywhere)
-    "title", "description", "$schema",
-})
-MAX_LENGTH = 256  # minLength / maxLength above this would make automata too big to index in Python
-SUPPORTED_TYPES = frozenset({"object", "string", "integer", "number", "boolean", "null", "array"})
-
-
-class UnsupportedSchema(ValueError):
-    """A schema uses something outside the supported subset; ``keyword`` names it."""
-
-    def __init__(self, keyword: str, where: str) -> None:
-        super().__init__(f"unsupported JSON Schema keyword {keyword!r} at {where}")
-        self.keyword = keyword
-        self.where = where
-
-
-def check_schema(schema: Any, where: str = "#") -> None:
-    """Raise :class:`UnsupportedSchema` for the first keyword (or value) outside the supported subset."""
-    if not isinstance(schema, dict):
-        raise UnsupportedSchema("(not an object)", where)
-    for keyword, value in schema.items():
-        if keyword not in SUPPORTED_KEYWORDS:
-            raise UnsupportedSchema(keyword, where)
-        if keyword == "type" and value not in SUPPORTED_TYPES:
-            raise UnsupportedSchema(f"type: {value}", where)
-        if keyword == "additionalProperties" and value is not False:
-            raise UnsupportedSchema("additionalProperties (only false is supported)", where)
-        if keyword in ("minLength", "maxLength") and (isinstance(value, bool) or not isinstance(value, int)
-                                                       or not 0 <= value <= MAX_LENGTH):
-            raise UnsupportedSchema(f"{keyword}: {value!r} (an integer 0..{MAX_LENGTH} is supported)", where)
-    for name, sub in (schema.get("properties") or {}).items():
-        check_schema(sub, f"{where}/properties/{name}")
-    if "items" in schema:
-        check_schema(schema["items"], f"{where}/items")
 
 
 def schema_to_regex(schema: dict[str, Any]) -> str:
     """The regular expression whose strings are exactly the compact JSON texts ``schema`` allows.
 
-    Objects list their properties in the schema's order (required or not), with at most one
-    space around ``:`` and ``,``, as outlines-core writes them.
+    Written by :mod:`mini_vllm.schema_regex`, which checks the schema against the server's
+    limits first (its ``UnsupportedSchema`` names the keyword). Objects list their properties
+    in the schema's order (required or not), with at most one space around ``:`` and ``,``.
     """
-    from outlines_core.json_schema import build_regex_from_schema
-
-    check_schema(schema)
-    return str(build_regex_from_schema(json.dumps(schema)))
+    return schema_regex.schema_to_regex(schema)
 
 
 def _ranges(code_points: Iterable[int]) -> list[tuple[int, int]]:

@@ -141,7 +141,7 @@ def _remote_lab(lab: str) -> Any:
     remote = _loaded.get(key)
     if remote is None:
         remote = _loaded[key] = open_lab(number, path, _chosen_file, all_lab_numbers(), _reference_file,
-                                         _reference_module)
+                                         _reference_module, COMPOSED_STAGES.get(number, ()))
     return remote
 
 

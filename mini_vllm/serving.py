@@ -16,6 +16,7 @@ from mini_vllm.engine import MAX_MODEL_LEN, Engine
 from mini_vllm.families import load_tokenizer
 from mini_vllm.kv_pool import BlockPool
 from mini_vllm.server import create_app
+from mini_vllm.server.read_timeout import ReadTimeoutH11Protocol
 from mini_vllm.toy_model import ToyModel
 
 MODEL_NAME = "mini-vllm"
@@ -34,7 +35,9 @@ def serve(host: str = "127.0.0.1", port: int = 8000, tokenizer: str = "bpe", tok
     app = create_app(build_engine(tokenizer, token_delay_s, tokens_per_step=tokens_per_step), MODEL_NAME,
                      reasoning=reasoning, reasoning_field=reasoning_field)
     add_demo_routes(app, model_name=MODEL_NAME, default_tokenizer=tokenizer)  # /demo: the page of `make demo`
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    # SIGTERM: requests still running get 5 s, then the shutdown hook kills the grammar workers (a compile
+    # would otherwise hold the graceful shutdown for up to its CPU limit).
+    uvicorn.run(app, host=host, port=port, log_level="info", http=ReadTimeoutH11Protocol, timeout_graceful_shutdown=5)
 
 
 class BackgroundServer:
@@ -60,7 +63,7 @@ class BackgroundServer:
                          max_body_bytes=max_body_bytes)
         self.app = app
         add_demo_routes(app, pipeline, model_name)
-        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", http=ReadTimeoutH11Protocol)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
 
@@ -82,3 +85,4 @@ class BackgroundServer:
         self._server.should_exit = True
         self._thread.join(timeout=10)
         self._socket.close()
+        self.app.state.compile_pool.close()  # lifespan is off here: no shutdown hook kills the compile workers

@@ -19,15 +19,16 @@ change.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import weakref
-import zlib
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+import numpy
 
 from mini_vllm.tokenizer_base import Tokenizer, encode_continuation
 
@@ -122,6 +123,7 @@ SCORED_SCRIPTS: dict[str, str] = {
 }
 SCRIPT_BONUS = 2.0  # added to every token that continues the script: above any noise
 NOISE = 1.0  # seeded uniform noise in [0, NOISE): which continuation wins, and the order of the rest
+CLOSING_BONUS = 1.2  # a token that closes what is open (and EOS): above noise, below the script
 LOOK_BACK = 24  # how many bytes of its own output the model uses to find its place in the script again
 
 
@@ -170,64 +172,89 @@ class ToyModel:
             return reply[len(THINK_OPEN + "\n") :]  # the template wrote "<think>\n" already
         return EMPTY_THOUGHT.lstrip("\n") + THINK_CLOSE + "\n\n" + reply
 
-    def scores(self, user_message: str, output_ids: Sequence[int], opened_thought: bool = False) -> list[float]:
-        """Scoring mode: one score per token id for the next token after ``output_ids`` (a list: see
-        :meth:`score_array`, which computes them)."""
-        return self.score_array(user_message, output_ids, opened_thought).tolist()  # type: ignore[no-any-return]
-
-    def score_array(self, user_message: str, output_ids: Sequence[int], opened_thought: bool = False) -> np.ndarray:
-        """Scoring mode as a numpy array: one float64 score per token id for the next token after ``output_ids``.
+    def scores(self, user_message: str, output_ids: Sequence[int], opened_thought: bool = False) -> Sequence[float]:
+        """Scoring mode: one score per token id for the next token after ``output_ids``.
 
         Seeded noise (the seed and the step) plus :data:`SCRIPT_BONUS` for every token whose
         bytes continue the scripted reply from where the output stands in it, a little more
-        for longer ones; EOS gets the bonus once the script is done. Special tokens never get
-        it. ``opened_thought``: the chat template already wrote ``<think>\n``, so the script
-        goes on from inside the thought (as :meth:`reply_text` does). Deterministic: the same
-        arguments give the same scores. The server asks for these once per constrained token,
-        so they cost no pass of Python over the vocabulary: the noise is one numpy draw, and the
-        tokens that continue the script are looked up by their bytes (at most one per prefix length).
+        for longer ones; EOS gets the bonus once the script is done. Below the script's bonus,
+        above any noise, tokens that *close* what is open (``"``, ``}``, ``]``; then ``,``) and
+        EOS get :data:`CLOSING_BONUS`: once a grammar's mask leaves the script nothing to
+        continue with, the reply closes its strings and brackets and ends, in a few tokens,
+        instead of writing noise until ``max_tokens``. Special tokens never get a bonus.
+        ``opened_thought``: the chat template already wrote ``<think>\n``, so the script goes on
+        from inside the thought (as :meth:`reply_text` does; a reply without a thought closes
+        the opened one first). Deterministic: the same arguments give the same scores.
         """
         tokenizer = self.tokenizer
-        table = _token_table(tokenizer)
-        output = b"".join(table.bytes_of[i] for i in output_ids if 0 <= i < len(table.bytes_of))
+        table = _score_table(tokenizer)
+        output = b"".join(table.data[i] for i in output_ids if i not in table.special)
         text = scored_script(user_message, self.seed)
-        if opened_thought and text.startswith(THINK_OPEN + "\n"):
-            text = text[len(THINK_OPEN + "\n"):]
+        if opened_thought:
+            if text.startswith(THINK_OPEN + "\n"):
+                text = text[len(THINK_OPEN + "\n"):]
+            elif THINK_CLOSE not in text:
+                text = EMPTY_THOUGHT.lstrip("\n") + THINK_CLOSE + "\n\n" + text
         script = text.encode("utf-8")
-        seed = zlib.crc32(f"scores:{self.seed}:{len(output_ids)}:{user_message}".encode())
-        scores = np.random.default_rng(seed).random(tokenizer.vocab_size) * NOISE
+        digest = hashlib.blake2b(f"scores:{self.seed}:{len(output_ids)}:{user_message}".encode(), digest_size=8)
+        scores = numpy.random.default_rng(int.from_bytes(digest.digest(), "big")).random(tokenizer.vocab_size) * NOISE
+        scores[table.closers] += CLOSING_BONUS
+        scores[table.separators] += CLOSING_BONUS - 0.1
+        scores[tokenizer.eos_token_id] += CLOSING_BONUS + 0.1
         at = place_in_script(script, output)
-        if at is None:
-            return scores
-        rest = script[at:]
-        if not rest:
-            scores[tokenizer.eos_token_id] += SCRIPT_BONUS
-            return scores
-        for size in range(1, min(len(rest), table.longest) + 1):  # every token that is a prefix of the rest
-            for token_id in table.ids_of.get(rest[:size], ()):
-                scores[token_id] += SCRIPT_BONUS + size / (size + 1)
-        return scores
+        if at is not None:
+            rest = script[at:]
+            if not rest:
+                scores[tokenizer.eos_token_id] += SCRIPT_BONUS
+            for size in range(1, min(table.longest, len(rest)) + 1):
+                for token_id in table.by_bytes.get(rest[:size], ()):
+                    scores[token_id] += SCRIPT_BONUS + size / (size + 1)
+        out = array("d")  # a flat copy (a memcpy), indexed like a list: tolist() would box 131,072 floats (15 ms)
+        out.frombytes(scores.tobytes())
+        return out
 
 
 @dataclass(frozen=True)
-class _TokenTable:
-    bytes_of: list[bytes]  # every token's bytes, special tokens as b"" (never part of the output)
-    ids_of: dict[bytes, list[int]]  # the ordinary tokens by their bytes
+class _ScoreTable:
+    """A tokenizer's tokens as the scoring mode reads them (computed once per tokenizer)."""
+
+    data: list[bytes]
+    special: frozenset[int]
+    by_bytes: dict[bytes, list[int]]  # ordinary tokens by their bytes
     longest: int
+    closers: numpy.ndarray  # tokens made of '"', '}', ']' (and spaces)
+    separators: numpy.ndarray  # the same with a ',' among them
 
 
-_TABLES: weakref.WeakKeyDictionary[Any, _TokenTable] = weakref.WeakKeyDictionary()
+_TABLES: weakref.WeakKeyDictionary[Any, _ScoreTable] = weakref.WeakKeyDictionary()
 
 
-def _token_table(tokenizer: Tokenizer) -> _TokenTable:
-    """Every token's bytes and the ordinary tokens by their bytes, computed once per tokenizer object."""
+def _score_table(tokenizer: Tokenizer) -> _ScoreTable:
     if tokenizer not in _TABLES:
-        special = set(tokenizer.all_special_ids)
-        bytes_of = [b"" if i in special else tokenizer.decode_single_token_bytes(i)
-                    for i in range(tokenizer.vocab_size)]
-        ids_of: dict[bytes, list[int]] = {}
-        for token_id, data in enumerate(bytes_of):
-            if data:
-                ids_of.setdefault(data, []).append(token_id)
-        _TABLES[tokenizer] = _TokenTable(bytes_of, ids_of, max(map(len, ids_of), default=0))
+        data = _token_bytes(tokenizer)
+        special = frozenset(tokenizer.all_special_ids) | {tokenizer.eos_token_id}
+        by_bytes: dict[bytes, list[int]] = {}
+        closers, separators = [], []
+        for token_id, token in enumerate(data):
+            if not token or token_id in special:
+                continue
+            by_bytes.setdefault(token, []).append(token_id)
+            core = token.strip(b" \n")
+            if core and not core.strip(b'"}]'):
+                closers.append(token_id)
+            elif core and not core.strip(b'"}],'):
+                separators.append(token_id)
+        _TABLES[tokenizer] = _ScoreTable(data, special, by_bytes, max(map(len, by_bytes), default=1),
+                                         numpy.array(closers, dtype=numpy.int64),
+                                         numpy.array(separators, dtype=numpy.int64))
     return _TABLES[tokenizer]
+
+
+_BYTES_CACHE: weakref.WeakKeyDictionary[Any, list[bytes]] = weakref.WeakKeyDictionary()
+
+
+def _token_bytes(tokenizer: Tokenizer) -> list[bytes]:
+    """Every token's bytes (special ones included), computed once per tokenizer object."""
+    if tokenizer not in _BYTES_CACHE:
+        _BYTES_CACHE[tokenizer] = [tokenizer.decode_single_token_bytes(i) for i in range(tokenizer.vocab_size)]
+    return _BYTES_CACHE[tokenizer]

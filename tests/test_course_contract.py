@@ -161,6 +161,27 @@ def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Pat
     assert run.output.rstrip().splitlines()[-1].startswith("graded: starter.py (your code)"), run.output[-500:]
 
 
+@pytest.mark.parametrize("lab_dir", [in_first_batch(d) for d in LAB_DIRS])
+def test_the_slowest_honest_call_uses_under_a_tenth_of_its_budget(lab_dir: Path) -> None:
+    """The canary (the reference, marking what it returns) is graded through the sandbox, which records what
+    each call cost in CPU time: the lab's budget in grading.toml must leave ten times its slowest call, and
+    what crossed must stay far below the bounds on one message and on one test (mini_vllm/sandbox)."""
+    from mini_vllm.sandbox.peer import MAX_MESSAGE
+    from mini_vllm.sandbox.remote import BYTES_PER_TEST
+
+    lab = f"lab-{lab_number(lab_dir.name)}"
+    run = graded(first_batch(lab_dir)).runs["canary"]
+    cost = (run.results.get("extra_data", {}).get("call_costs") or {}).get(lab)
+    assert cost and cost["calls"] > 0, f"the canary's grading recorded no call into {lab}: {run.output[-800:]}"
+    if not cost["cpu_measured"]:
+        pytest.skip("this machine does not report a process's CPU time (/proc)")
+    assert cost["slowest_cpu_s"] < cost["budget_cpu_s"] / 10, (
+        f"{lab}'s slowest honest call, {cost['slowest_call']}, used {cost['slowest_cpu_s']} s of CPU: its budget "
+        f"(call_budget_s in grading.toml, {cost['budget_cpu_s']} s) must be at least ten times that")
+    assert cost["largest_message_bytes"] < MAX_MESSAGE / 8 and cost["most_bytes_in_a_test"] < BYTES_PER_TEST / 8, (
+        f"{lab}'s honest replies come near the bounds on what crosses: {cost}")
+
+
 @pytest.mark.parametrize("variant", [variant_param(v) for v in VARIANTS])
 def test_wrong_variant_is_caught_and_costs_points_only_in_its_tasks(variant: Path,
                                                                    request: pytest.FixtureRequest) -> None:

@@ -36,11 +36,15 @@ DISHONEST = REPO_ROOT / "instructor" / "dishonest"
 # Grouped so that each batch's grading process runs once, on one worker (see test_course_contract).
 BATCHES = {
     "tampering": ["patches_pytest", "patches_the_grader", "forges_results", "patches_conftest", "writes_the_engine",
-                  "skips_every_test"],
+                  "skips_every_test", "escapes_the_scorecard"],
     "peeking": ["loads_the_reference", "reads_the_reference", "imports_the_oracle", "reads_another_lab",
-                "opens_a_connection"],
-    "runaway": ["exits_in_feed", "hangs_in_feed", "allocates_without_bound", "forks_without_bound"],
+                "opens_a_connection", "borrows_another_labs_reference"],
+    "runaway": ["exits_in_feed", "hangs_in_feed", "allocates_without_bound", "forks_without_bound",
+                "sends_huge_replies"],
 }
+# What a submission's grading adds to the environment: the autograder's LAB_COMPOSE=reference, under which
+# a lab that composes nothing must still get no other lab's reference.
+EXTRA_ENV = {"borrows_another_labs_reference": {"LAB_COMPOSE": "reference"}}
 WATCHED = [REPO_ROOT / "conftest.py", REPO_ROOT / "mini_vllm" / "labs.py",
            REPO_ROOT / "mini_vllm" / "testing" / "grading.py"]
 
@@ -91,7 +95,8 @@ def graded(batch: str, listener: Listener) -> tuple[dict[str, LabRun], dict[str,
     if batch not in graded_batches:
         before = digest(WATCHED)
         env = {"LAB_SANDBOX": "1", "DISHONEST_PORT": str(listener.port), "LAB_SANDBOX_TAG": f"dishonest-{TAG}"}
-        jobs = [Job(name, {**env, "LAB_IMPL_03": str(DISHONEST / f"{name}.py")}) for name in BATCHES[batch]]
+        jobs = [Job(name, {**env, **EXTRA_ENV.get(name, {}), "LAB_IMPL_03": str(DISHONEST / f"{name}.py")})
+                for name in BATCHES[batch]]
         jobs.append(Job("reference-after", {**env, "LAB_IMPL_03": str(impl_path("lab-03", "solution"))}))
         runs = run_jobs(LAB_03, jobs, timeout=600)  # the bound on the whole grading: it must end by itself
         graded_batches[batch] = (runs, before, digest(WATCHED))
@@ -139,11 +144,37 @@ def test_a_lab_that_reads_answers_does_not_import(listener: Listener) -> None:
         assert all("does not import" in o for o in outputs), f"{name}: {sorted(outputs)[:3]}"
 
 
+@pytest.mark.slow
+def test_another_labs_reference_is_not_served_to_a_lab_that_does_not_compose_it(listener: Listener) -> None:
+    runs, _, _ = graded("peeking", listener)
+    outputs = [t["output"] for t in runs["borrows_another_labs_reference"].tests]
+    assert any("lab-04 is not part of this submission" in o for o in outputs), outputs[:2]
+
+
+@pytest.mark.slow
+def test_student_text_reaches_the_results_quoted_and_without_control_characters(listener: Listener) -> None:
+    runs, _, _ = graded("tampering", listener)
+    run = runs["escapes_the_scorecard"]
+    texts = [run.results["output"], *(t["output"] for t in run.tests)]
+    assert not any(ch in text for text in texts for ch in "\x1b\r\x07"), "terminal escapes reached results.json"
+    forged = [line for text in texts for line in text.splitlines() if line.lstrip().startswith("TOTAL")]
+    assert forged == [run.results["output"].splitlines()[-1]], (
+        f"only the grader's own TOTAL line may read as one; the student's is quoted: {forged[:3]}")
+    assert "  | TOTAL" in run.tests[0]["output"], run.tests[0]["output"]
+
+
+@pytest.mark.slow
+def test_huge_replies_fail_their_tests(listener: Listener) -> None:
+    runs, _, _ = graded("runaway", listener)
+    outputs = [t["output"] for t in runs["sends_huge_replies"].tests]
+    assert any("over the" in o and "-byte limit" in o for o in outputs), outputs[:3]
+
+
 @pytest.mark.slow  # a dishonest submission graded through the sandbox: make check
 def test_runaway_code_is_stopped_and_named(listener: Listener) -> None:
     runs, _, _ = graded("runaway", listener)
     hang = [t["output"] for t in runs["hangs_in_feed"].tests]
-    assert any("StreamingDetokenizer.feed did not return within" in o for o in hang), hang[:3]
+    assert any("StreamingDetokenizer.feed used more than its budget" in o for o in hang), hang[:3]
     died = [t["output"] for t in runs["exits_in_feed"].tests]
     assert any("ended during StreamingDetokenizer.feed" in o for o in died), died[:3]
     left = subprocess.run(["pgrep", "-f", f"dishonest-{TAG}"], capture_output=True, text=True).stdout.split()

@@ -29,14 +29,18 @@ import pytest
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 
 LABS = sorted(p.name[:6] for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startswith("lab-"))
-# Answers the probe finds today, each with its reason; the test fails on any other. Each is a batch task's
-# oracle written as a second implementation, to be replaced by a property or recorded data (then delete its
-# line here; lab-08's oracle_bytes, oracle_mask and oracle_sample are being removed the same way).
+# Answers the probe finds today, each with its reason; the test fails on any other. lab-05's and lab-06's are
+# batch tasks' oracles written as second implementations, to be replaced by a property or recorded data (then
+# delete the line here; lab-08's oracle_bytes, oracle_mask and oracle_sample are being removed the same way).
 KNOWN_ANSWERS: dict[tuple[str, str, str], str] = {
     ("lab-05", "truncate_at_stop", "lab-05 test_lab.py: batch_answer"):
         "lab-05's tests compute task 1's expected result with a brute-force batch_answer (task 1 is worth 30)",
     ("lab-06", "split_reasoning", "lab-06 test_lab.py: rule_split"):
         "lab-06's tests read the rule through rule_split, task 1's whole answer (task 1 is worth 35)",
+    ("lab-09", "EarleyParser", "mini_vllm/testing/stack.py: LarkParser"):
+        "lab-09's tasks 2-4 run on lark's LALR(1) parser behind task 1's interface (so a parser bug costs points "
+        "in task 1 only); it passes task 1's walks on LALR grammars, not the ambiguous anyOf of "
+        "test_whole_texts_agree_with_lark_earley (an open issue: task 1 needs more tests LALR cannot pass)",
 }
 # Each lab's probe is its own subprocess (the lab's tests on the reference, then the replay): labs spread over the
 # workers. Seconds of CPU on a quiet machine; the limit is for a loaded one.

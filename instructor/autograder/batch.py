@@ -10,6 +10,9 @@ zip) in a root of their own: a fresh copy of the course and of their submission,
 student's code does can reach another's grading. Students are graded in parallel, one per core
 (``--jobs``). Only the grader's own ``results.json`` is read back, never anything the submission wrote.
 
+Students graded side by side get equal CPU shares where the machine allows (:mod:`.shares`), and,
+budgets being CPU time, a neighbour never costs a student points (only time).
+
 Writes ``build/batch/scores.csv`` (a row per student: submission, name, email, SID, status, total,
 each lab and task; a lab that was not found or did not import is named in the status) and
 ``build/batch/<student>/results.json`` and ``stdout.txt``. A student whose grading crashed or
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import os
 import re
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from instructor.autograder import local
+from instructor.autograder import local, shares
 from instructor.autograder.build import build
 from instructor.autograder.run import run_in_own_group
 from mini_vllm.labs import REPO_ROOT, lab_number
@@ -99,9 +103,10 @@ def prepare_template(work: Path) -> Path:
 
 
 def grade_one(student: str, entry: Path, template: Path, work: Path, out: Path, timeout: float,
-              labs: str | None) -> Outcome:
-    """Grade one student in a fresh root; runs in a worker process of the pool."""
+              labs: str | None, cpu: shares.Shares | None = None) -> Outcome:
+    """Grade one student in a fresh root (and CPU group); runs in a worker process of the pool."""
     started = time.monotonic()
+    group = cpu.group(student) if cpu is not None else None
     root = Path(tempfile.mkdtemp(prefix=f"{student}-", dir=work))  # a random name: not guessable by others
     root.chmod(0o711)
     student_out = out / student
@@ -120,7 +125,8 @@ def grade_one(student: str, entry: Path, template: Path, work: Path, out: Path, 
             shutil.copy2(entry, submission / entry.name)
         submission.chmod(0o700)
         env = local.grading_env(root, labs)
-        returncode, output = run_in_own_group([str(root / "run_autograder")], root, env, timeout)
+        returncode, output = run_in_own_group([str(root / "run_autograder")], root, env, timeout,
+                                              preexec=functools.partial(shares.join, group))
         (student_out / "stdout.txt").write_text(output, encoding="utf-8")
         if returncode is None:
             return Outcome(student, f"crashed: grading did not finish within {timeout:g} s", None,
@@ -136,6 +142,7 @@ def grade_one(student: str, entry: Path, template: Path, work: Path, out: Path, 
     except Exception as error:  # one student's trouble must not stop the class's grading
         return Outcome(student, f"crashed: {type(error).__name__}: {error}", None, time.monotonic() - started)
     finally:
+        shares.end(group)  # whatever the grading left running, a spinner in a session of its own included
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -217,13 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     work = local.scratch_dir("grade-batch-")
+    cpu = shares.open_shares(f"grade-batch-{os.getpid()}")
+    print(cpu.describe())
     try:
         template = prepare_template(work)
         with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             futures = [pool.submit(grade_one, name, entry.resolve(), template, work, args.out, args.timeout,
-                                   args.labs) for name, entry in class_list]
+                                   args.labs, cpu) for name, entry in class_list]
             outcomes = [future.result() for future in futures]
     finally:
+        cpu.close()
         shutil.rmtree(work, ignore_errors=True)
     write_csv(outcomes, args.out / "scores.csv", {name: submitters(entry) for name, entry in class_list})
     for outcome in outcomes:

@@ -11,9 +11,9 @@
 #   4. a submission (lab-03's reference uploaded as a lone starter.py) graded by run_autograder in the
 #      root, and its results.json checked: valid, graded, 100 / 100, isolation official.
 #
-# Needs root (chroot, mount) and the package registries. Cost on the 2-core machine, measured once at load
-# average 15-20: the base root (debootstrap) 2 min 23 s, once; then 28 min a run, setup.sh 26 of them (pip
-# fetching and installing the lock; 2 min of CPU) and grading 68 s. Not part of `make check` for that reason.
+# Needs root (chroot, mount) and the package registries. Cost on the 2-core machine, measured at load average
+# 15-20: the base root (debootstrap) 2 min 23 s, once; then 20-28 min a run, setup.sh 16-26 of them (apt, pip
+# fetching and installing the lock; under 2 min of CPU) and grading 30-68 s. Not part of `make check` for that.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 COURSE_DIR=$PWD

@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,6 @@ from instructor.autograder.submission import Found, course_labs, locate, missing
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 from mini_vllm.sandbox.isolation import probe
 from mini_vllm.testing.gradescope import results_document, validate
-from mini_vllm.testing.policy import load_policy
 from mini_vllm.testing.provenance import sha256_of
 
 GRADED_PYTEST = ["-q", "-rN", "-p", "no:warnings", "-p", "no:xdist", "-m", "not control", "--assert=plain",
@@ -75,9 +75,10 @@ def selected_labs(found: list[Found]) -> list[Found]:
 
 def grading_env(files: dict[str, Path]) -> dict[str, str]:
     """The environment of the grading run: the student's files, sandboxed, over the reference stages."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_IMPL", "PYTEST_", "HYPOTHESIS_"))}
-    env.update({"LAB_SANDBOX": "1", "LAB_COMPOSE": "reference", "LAB_IMPL": "starter", "PYTHONPATH": str(REPO_ROOT),
-                "LAB_CALL_BUDGET_S": f"{load_policy().call_budget_s:g}"})  # grading.toml's, whatever the caller set
+    # No LAB_CALL_BUDGET_S: each lab's budget is grading.toml's, whatever the caller set.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LAB_IMPL", "PYTEST_", "HYPOTHESIS_", "LAB_CALL_BUDGET"))}
+    env.update({"LAB_SANDBOX": "1", "LAB_COMPOSE": "reference", "LAB_IMPL": "starter", "PYTHONPATH": str(REPO_ROOT)})
     env.update({f"LAB_IMPL_{lab[4:6]}": str(file) for lab, file in files.items()})
     return env
 
@@ -179,10 +180,14 @@ def _plain_header(scorecard: str) -> str:
     return "\n".join(header if line.startswith("Scorecard — ") else line for line in scorecard.splitlines())
 
 
-def run_in_own_group(command: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str]:
-    """Run ``command``; on overrun kill it with everything it started. ``(exit status or None, output)``."""
+def run_in_own_group(command: list[str], cwd: Path, env: dict[str, str], timeout: float,
+                     preexec: Callable[[], None] | None = None) -> tuple[int | None, str]:
+    """Run ``command``; on overrun kill it with everything it started. ``(exit status or None, output)``.
+
+    ``preexec`` runs in the new process before the command (batch grading moves it into its CPU group).
+    """
     with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          start_new_session=True) as process:
+                          start_new_session=True, preexec_fn=preexec) as process:
         try:
             output, _ = process.communicate(timeout=timeout)
             return process.returncode, output.decode("utf-8", "replace")

@@ -30,7 +30,7 @@ from mini_vllm.sandbox.wire import Codec, WireError
 
 REQUEST, REPLY, FAILED = 0, 1, 2
 PARENT, CHILD = 0, 1
-MAX_MESSAGE = 256 * 2**20  # a reply larger than this is a runaway, not an answer
+MAX_MESSAGE = 16 * 2**20  # a message larger than this is a runaway, not an answer (honest ones stay under 2 MiB)
 _HEADER = struct.Struct("<I")
 # Special methods a proxy forwards; comparisons and hashing stay local (identity), so an
 # object from the other side can never decide that it equals what a test expects.
@@ -234,6 +234,8 @@ class Peer:
         self._next_request = 1
         self._lock = threading.RLock()
         self._buffer = bytearray()
+        self.received_bytes = 0  # everything read from the other side (the trusted side bounds it per test)
+        self.largest_message = 0
         self._chunk = bytearray(1 << 20)
         self._chunk_view = memoryview(self._chunk)
         self.closed = False
@@ -304,6 +306,8 @@ class Peer:
         self._write(self.codec.encode(message))
 
     def _write(self, data: bytes) -> None:
+        if len(data) > MAX_MESSAGE:  # the other side would refuse it: say so here, where the cause is
+            raise WireError(f"a message of {len(data):,} bytes, over the {MAX_MESSAGE:,}-byte limit")
         try:
             view = memoryview(_HEADER.pack(len(data)) + data)
             while view:
@@ -317,6 +321,7 @@ class Peer:
         while True:
             if len(self._buffer) >= 4:
                 (size,) = _HEADER.unpack_from(self._buffer)
+                self.largest_message = max(self.largest_message, size)
                 if size > MAX_MESSAGE:
                     self.closed = True
                     raise WireError(f"a message of {size:,} bytes, over the {MAX_MESSAGE:,}-byte limit")
@@ -342,6 +347,7 @@ class Peer:
             if not got:
                 self.closed = True
                 raise ChannelClosed("the other process closed the channel")
+            self.received_bytes += got
             self._buffer += self._chunk_view[:got]
 
     # ------------------------------------------------------------------ requests

@@ -6,11 +6,12 @@ copies), every other name is a :class:`RemoteName` whose call runs in the child.
 started on first use and started again after it is killed, so a timeout or a crash costs the
 test it happened in, not the rest of the lab.
 
-Budgets: a call that does not return within ``LAB_CALL_BUDGET_S`` (``call_budget_s`` in
-grading.toml, 5 s) is stopped (SIGINT first, then the process), and its test fails naming the
-call. A name that has timed out once, or a lab that has timed out five times, gets a short budget
-from then on, and a name that hung or killed its process three times is not called again in the
-run, so a submission that hangs or crashes everywhere is graded in minutes, not hours.
+Budgets (:mod:`mini_vllm.sandbox.budget`): a call may use its lab's budget of CPU seconds, as the
+kernel counts them for the child and everything it started, and last at most a wall ceiling
+several times that (less the time it waited for a CPU), so a busy machine costs no points. A call
+that runs out is stopped (SIGINT first, then the process) and its test fails naming the call; the
+test is run once more in a fresh child before that counts (:mod:`mini_vllm.testing.retry`), unless
+the same call already ran out twice in a row. Budgets never shrink.
 """
 
 from __future__ import annotations
@@ -30,18 +31,23 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from mini_vllm.sandbox import budget as budgets
 from mini_vllm.sandbox import isolation
+from mini_vllm.sandbox.budget import Budget, Clock, Meter
 from mini_vllm.sandbox.peer import PARENT, CallTimedOut, ChannelClosed, Peer, StrictLender
 from mini_vllm.sandbox.wire import ForeignError, WireError
 
-SETUP_BUDGET_S = 30.0  # importing the submission (and the engine) in a fresh child
+SETUP_BUDGET_S = 30.0  # CPU seconds to import the submission (and the engine) in a fresh child
 FIRST_LOAD_BUDGET_S = 20.0  # added when a call sends a tokenizer family the child has not built yet
-SHORT_BUDGET_S = 0.25
 PER_BATCHED_CALL_S = 0.01  # each further call of a batch (mini_vllm.sandbox.each): honest ones take microseconds
-STRIKES_PER_LAB = 5
 INTERRUPT_GRACE_S = 0.5
-STRIKES_PER_NAME = 3  # a name that hung this often is not called again in the run: its tests fail at once
+TIMEOUTS_PER_LAB = 5  # a lab whose calls ran out this often is not called again in the run (bounds a hang's cost)
+DEATHS_PER_NAME = 3  # a name that ended its process this often is not called again in the run
+RECORDED_FROM_S = 0.002  # a call that lasted longer (wall) has its CPU time kept (call_costs); not one that
+# built a tokenizer family first (that has its own allowance, FIRST_LOAD_BUDGET_S)
 OUTPUT_KEPT = 64 * 1024
+OUTPUT_PER_TEST = 256 * 1024  # bytes of the child's own printing shown per test; the rest is cut
+BYTES_PER_TEST = 256 * 2**20  # bytes the trusted side reads from the child during one test (honest tests: < 20 MiB)
 
 
 class SandboxFailure(BaseException):
@@ -53,7 +59,12 @@ class SandboxFailure(BaseException):
 
 
 class CallTimeout(SandboxFailure):
-    pass
+    """A call ran out of its budget. ``retry``: whether its test may run once more in a fresh child."""
+
+    def __init__(self, message: str, label: str = "", retry: bool = True) -> None:
+        super().__init__(message)
+        self.label = label
+        self.retry = retry
 
 
 class CallInterrupted(CallTimedOut):
@@ -64,12 +75,54 @@ class ChildDied(SandboxFailure):
     pass
 
 
+class TooMuchData(WireError):
+    """The child sent more than one test may receive."""
+
+
 class LabDoesNotImport(SandboxFailure):
     pass
 
 
-def call_budget() -> float:
-    return float(os.environ.get("LAB_CALL_BUDGET_S") or 5.0)
+def call_budget(number: str) -> Budget:
+    """Lab ``number``'s budget for one call (grading.toml; ``LAB_CALL_BUDGET_S`` overrides every lab's)."""
+    return Budget.of(budgets.cpu_budget_s(number))
+
+
+class CallCosts:
+    """Per lab: how many calls crossed, and the one that used the most CPU (results.json shows both)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.slowest_cpu_s = 0.0
+        self.slowest = ""
+        self.largest_message = 0  # bytes
+        self.most_bytes_in_a_test = 0
+
+    def saw_test(self, received: int) -> None:
+        self.most_bytes_in_a_test = max(self.most_bytes_in_a_test, received)
+
+    def add(self, label: str, cpu_s: float | None) -> None:
+        self.calls += 1
+        if cpu_s is not None and cpu_s > self.slowest_cpu_s:
+            self.slowest_cpu_s, self.slowest = cpu_s, label
+
+
+_costs: dict[str, CallCosts] = {}
+
+
+def reset_costs() -> None:
+    _costs.clear()
+
+
+def call_costs() -> dict[str, dict[str, Any]]:
+    """What the calls of this process's gradings cost, per lab, against the lab's budget."""
+    return {f"lab-{number}": {"calls": cost.calls, "slowest_call": cost.slowest or None,
+                              "slowest_cpu_s": round(cost.slowest_cpu_s, 3),
+                              "budget_cpu_s": call_budget(number).cpu_s,
+                              "largest_message_bytes": cost.largest_message,
+                              "most_bytes_in_a_test": cost.most_bytes_in_a_test,
+                              "cpu_measured": budgets.measurable()}
+            for number, cost in sorted(_costs.items())}
 
 
 def labtypes_of(number: str) -> Any:
@@ -111,21 +164,39 @@ class ParentPeer(Peer):
 
         super().__init__(PARENT, read_fd, write_fd, ReferenceLender(worker), load_tokenizer_cached)
         self.worker = worker
+        self._counted = 0  # of received_bytes, what was added to the worker's count for the test
 
     def request(self, op: str, *args: Any) -> Any:
         label = self.worker.label_of(op, args)
         calls = len(args[2]) if op == "map" else 1
         return self.worker.timed(label, lambda budget: self._timed_exchange(op, args, budget), calls)
 
-    def _timed_exchange(self, op: str, args: tuple[Any, ...], budget: float) -> Any:
+    def receive(self, deadline: float | None) -> list[Any]:
+        """One message, counted against what one test may receive (a flood fails the test, not the grader)."""
+        message = super().receive(deadline)
+        worker = self.worker
+        worker.test_bytes += self.received_bytes - self._counted
+        self._counted = self.received_bytes
+        if worker.test_bytes > BYTES_PER_TEST:
+            self.closed = True
+            raise TooMuchData(f"your code sent the tests more than {BYTES_PER_TEST // 2**20} MiB during this test")
+        return message
+
+    def _timed_exchange(self, op: str, args: tuple[Any, ...], budget: Budget) -> Any:
         with self._lock:
             if self.closed:
                 raise ChannelClosed("the channel is closed")
+            meter = self.worker.meter
+            if meter is not None:
+                meter.start()
+            clock = Clock(meter)
             families = len(self.codec.families_sent)
             number = self._send_request(op, args)
-            if len(self.codec.families_sent) > families:
-                budget += FIRST_LOAD_BUDGET_S
-            deadline = time.monotonic() + budget
+            first_load = len(self.codec.families_sent) > families
+            if first_load:  # the child builds a tokenizer it has not built yet: that is not the call's cost
+                budget = budget.plus(FIRST_LOAD_BUDGET_S)
+            deadline = clock.started + budgets.SLICE_S
+            looks = 0
             interrupted = False
             while True:
                 try:
@@ -133,6 +204,12 @@ class ParentPeer(Peer):
                 except CallTimedOut:
                     if interrupted:
                         raise
+                    looks += 1
+                    cpu = self._cpu_used(clock, rescan=looks % 5 == 1)
+                    if cpu <= budget.cpu_s and clock.wall_s() <= budget.wall_s:
+                        deadline = time.monotonic() + budgets.SLICE_S  # within budget: keep waiting
+                        continue
+                    self.worker.overrun = cpu
                     interrupted = True  # ask the child to stop the call; kill it if it does not
                     self.worker.interrupt()
                     deadline = time.monotonic() + INTERRUPT_GRACE_S
@@ -143,7 +220,15 @@ class ParentPeer(Peer):
                     raise
                 if interrupted:
                     raise CallInterrupted()
+                slow = time.monotonic() - clock.started > RECORDED_FROM_S and not first_load
+                self.worker.last_cpu_s = self._cpu_used(clock, rescan=False) if slow else None
                 return result
+
+    def _cpu_used(self, clock: Clock, rescan: bool) -> float:
+        """CPU seconds of the call so far: the child's tree, and this thread serving it (wall time where unmeasured)."""
+        meter = self.worker.meter
+        child = meter.used_s(rescan) if meter is not None else time.monotonic() - clock.started
+        return child + clock.served_s()
 
 
 class ReferenceLender(StrictLender):
@@ -201,7 +286,15 @@ class Worker:
         self.peer: ParentPeer | None = None
         self.control_fd = -1
         self.import_error: str | None = None
-        self.strikes: dict[str, int] = {}
+        self.deaths: dict[str, int] = {}  # per name: how often a call of it ended its process
+        self.meter: Meter | None = None  # the child's CPU time, read from /proc
+        self.overrun: float | None = None  # CPU seconds of the call that ran out, when it was stopped
+        self.last_cpu_s: float | None = None  # CPU seconds of the last call, when it lasted long enough to read
+        self.timed_out: str | None = None  # the call that ran out since the test began: the retry needs a fresh child
+        self.confirmed: set[str] = set()  # calls that ran out in a test and again in its retry
+        self.timeouts = 0  # calls of this lab that ran out, in the whole run
+        self.test_bytes = 0  # read from the child since the test began
+        self.test_output = 0  # of the child's printing, shown since the test began
         self.output: deque[bytes] = deque()
         self.output_size = 0
         self._output_lock = threading.Lock()
@@ -225,6 +318,8 @@ class Worker:
                 self.peer.request("call_path", ["__setup__"],
                                   [self.number, self.sources, self.references, sorted(self.served),
                                    env], {})
+                if self.meter is not None:
+                    self.meter.used_s(rescan=True)  # every process of the child known before the calls begin
             except SandboxFailure as failure:
                 self.import_error = f"lab-{self.number} does not import: {failure}"
                 self.stop()
@@ -271,6 +366,7 @@ class Worker:
             os.close(fd)
         self.control_fd = control_write
         self.peer = ParentPeer(self, parent_read, parent_write)
+        self.meter = Meter(self.process.pid, self.uid) if budgets.measurable() else None
         threading.Thread(target=self._drain, args=(self.process,), daemon=True, name="sandbox-output").start()
 
     def _drain(self, process: subprocess.Popen[bytes]) -> None:
@@ -312,6 +408,9 @@ class Worker:
             except OSError:
                 process.kill()
             process.wait()
+        if self.meter is not None:
+            self.meter.close()
+            self.meter = None
         if self.uid is not None:  # and anything it forked that outlived its process group
             isolation.end_every_process_of(self.uid)
             self.uid = None
@@ -332,44 +431,93 @@ class Worker:
         peer = self.peer
         return peer.class_names.get(object_id, "an object") if peer is not None else "an object"
 
-    def budget_for(self, label: str, calls: int = 1) -> float:
-        """Seconds for one request: a call's budget, plus a little per call for a batch of many."""
+    def budget_for(self, label: str, calls: int = 1) -> Budget:
+        """What one request may spend: the lab's budget per call, plus a little per call for a batch of many.
+
+        The same for every call of the run: a call that ran out before gets no less the next time.
+        """
         if label == "__setup__":
-            return SETUP_BUDGET_S
-        hung_here = self.strikes.get(label, 0) > 0
-        hung_lab = sum(self.strikes.values()) >= STRIKES_PER_LAB
-        return (SHORT_BUDGET_S if hung_here or hung_lab else call_budget()) + PER_BATCHED_CALL_S * (calls - 1)
+            return Budget.of(SETUP_BUDGET_S)
+        return call_budget(self.number).plus(PER_BATCHED_CALL_S * (calls - 1))
 
     def timed(self, label: str, exchange: Any, calls: int = 1) -> Any:
-        if self.strikes.get(label, 0) >= STRIKES_PER_NAME:
-            raise CallTimeout(f"{label} did not return within its budget {STRIKES_PER_NAME} times already, so it "
-                              "is not called again in this run (each hang costs seconds; fix the loop first)")
+        if self.deaths.get(label, 0) >= DEATHS_PER_NAME:
+            raise ChildDied(f"{label} ended the grading process {DEATHS_PER_NAME} times already, so it is not "
+                            "called again in this run (each crash costs a fresh process; fix it first)")
         budget = self.budget_for(label, calls)
+        if self.timeouts >= TIMEOUTS_PER_LAB and label != "__setup__":
+            raise CallTimeout(f"lab-{self.number}'s code ran out of its budget {self.timeouts} times in this run, so "
+                              f"{label} is not called again (each time costs up to {budget.wall_s:g} s; fix the "
+                              "first one)", label=label, retry=False)
+        self.overrun = None
         try:
-            return exchange(budget)
+            result = exchange(budget)
         except CallTimedOut as stopped:
-            self.strikes[label] = self.strikes.get(label, 0) + 1
             if not isinstance(stopped, CallInterrupted):  # it did not even answer the interrupt: end it
                 self.stop()
-            raise CallTimeout(f"{label} did not return within {budget:g} s: your code was stopped there "
-                              f"(the lab goes on in a fresh process)") from None
+            self.timed_out = label
+            self.timeouts += 1
+            # A retry is for a fluke: once a call of this lab ran out twice in a row, its code does hang.
+            raise CallTimeout(self._ran_out(label, budget), label=label, retry=not self.confirmed) from None
         except ChannelClosed:
-            self.strikes[label] = self.strikes.get(label, 0) + 1
+            self.deaths[label] = self.deaths.get(label, 0) + 1
             process = self.process
             code = process.wait(timeout=1) if process and _exits_soon(process) else None
             time.sleep(0.05)  # its last words are still on their way through the output pipe
             last = [line for line in self.take_output().splitlines() if line.strip()][-6:]
             self.stop()
-            said = ("; its last output:\n" + "\n".join(last)) if last else ""
+            said = ("; its last output (quoted):\n" + "\n".join(f"  | {line}" for line in last)) if last else ""
             raise ChildDied(f"the grading process running your code ended during {label}"
                             f"{f' (exit status {code})' if code is not None else ''}: code must return, "
                             f"not exit or crash (the lab goes on in a fresh process){said}") from None
+        except TooMuchData as error:
+            self.stop()
+            raise ChildDied(f"{label}: {error} (the lab goes on in a fresh process)") from None
         except WireError as error:
             self.stop()
             raise ChildDied(f"{label}: your code sent back something that is not a value: {error}") from None
         finally:
             if self.output_size:
-                sys.stdout.write(self.take_output())
+                self._show_output()
+        if label != "__setup__":  # importing has its own budget
+            cost = _costs.setdefault(self.number, CallCosts())
+            cost.add(label, self.last_cpu_s)
+            if self.peer is not None:
+                cost.largest_message = max(cost.largest_message, self.peer.largest_message)
+        return result
+
+    def _ran_out(self, label: str, budget: Budget) -> str:
+        cpu = self.overrun if self.overrun is not None else budget.cpu_s
+        if cpu > budget.cpu_s:
+            spent = f"used more than its budget of {budget.cpu_s:g} s of CPU time"
+        else:
+            spent = (f"did not return within {budget.wall_s:g} s while using {cpu:.2g} s of CPU (it sleeps or "
+                     f"waits for something that never comes)")
+        return (f"{label} {spent}: your code was stopped there (budgets count the CPU your code uses, so a busy "
+                "machine does not change them; the lab goes on in a fresh process)")
+
+    def begin_test(self) -> None:
+        if self.test_bytes:
+            _costs.setdefault(self.number, CallCosts()).saw_test(self.test_bytes)
+        self.test_bytes = self.test_output = 0
+
+    def _show_output(self) -> None:
+        """What the child printed, up to a bound per test (pytest keeps a test's output in memory)."""
+        text = self.take_output()
+        room = OUTPUT_PER_TEST - self.test_output
+        if room > 0:
+            shown = text[:room]
+            self.test_output += len(shown)
+            sys.stdout.write(shown)
+            if len(shown) < len(text):
+                self.test_output = OUTPUT_PER_TEST
+                sys.stdout.write(f"\n[the rest of your code's output in this test is cut: over "
+                                 f"{OUTPUT_PER_TEST // 1024} KiB]\n")
+
+    def fresh(self) -> None:
+        """Before a test runs again: a new process, as if this lab's grading had just begun."""
+        self.timed_out = None
+        self.stop()
 
 
 def _private_memory(root: int) -> int:
@@ -447,12 +595,15 @@ _workers: list[Worker] = []
 
 
 def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], reference_of: Any,
-             load_reference: Any) -> RemoteLab:
-    """The sandboxed lab ``number`` whose file is ``chosen``.
+             load_reference: Any, stages: tuple[str, ...] = ()) -> RemoteLab:
+    """The sandboxed lab ``number`` whose file is ``chosen``; ``stages``: the labs it composes by the spec.
 
-    The child imports ``chosen``; every other lab it loads is either the student's own file for
-    that lab (shipped as text) or, when that lab's choice is the reference solution or
-    ``LAB_COMPOSE=reference`` asks for it, a proxy to the reference held here.
+    The child imports ``chosen``. A stage it composes is a proxy to the reference held here when
+    ``LAB_COMPOSE=reference`` asks for it (the autograder: a lab's points depend on its own file
+    only) or when that stage's chosen file is the reference; otherwise it is the student's own
+    file for that lab, shipped as text. Any other lab it loads is the student's own file or
+    nothing: no reference is served that the spec does not compose (lab-03 asking for lab-04's
+    would get an answer it did not write).
     ``LAB_SANDBOX_TRUSTED=1`` (the instructor's wrong variants and canaries) ships the reference
     solutions too, since those files are the reference with a change.
     """
@@ -468,10 +619,11 @@ def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], re
         if other == number:
             continue
         path = impl_of(other)
-        if compose != "reference" and path is not None and path != reference:
-            sources[other] = _source(path)
-        elif reference is not None:
+        own = path is not None and path != reference
+        if other in stages and reference is not None and (compose == "reference" or not own):
             served.add(other)
+        elif own:
+            sources[other] = _source(path)
     worker = Worker(number, sources, references, served, trusted, load_reference)
     _workers.append(worker)
     return RemoteLab(number, worker)
@@ -499,3 +651,22 @@ def missing_lab(number: str, why: str) -> RemoteLab:
     worker = Worker(number, {}, {}, set(), False)
     worker.import_error = f"lab-{number} has no file to grade: {why}"
     return RemoteLab(number, worker)
+
+
+def begin_test() -> None:
+    """A test begins: nothing that ran out or was received before it is its."""
+    for worker in _workers:
+        worker.timed_out = None
+        worker.begin_test()
+
+
+def renew_after_timeout(again: bool) -> None:
+    """A test's call ran out: give each lab that ran out a fresh child before the test runs once more.
+
+    ``again``: it ran out in the retry too, so the code does hang there; that call is not retried again.
+    """
+    for worker in _workers:
+        if worker.timed_out is not None:
+            if again:
+                worker.confirmed.add(worker.timed_out)
+            worker.fresh()

@@ -214,7 +214,7 @@ def rebuild_error(module: str, qualname: str, args: list[Any], attrs: dict[str, 
     cls = find_class(module, qualname, ERROR_MODULES)
     error: BaseException
     if cls is not None and issubclass(cls, Exception):
-        error = BaseException.__new__(cls)  # no __init__: its signature is the class's business, its state arrives
+        error = cls.__new__(cls)  # no __init__ (its signature is the class's business); OSError needs its own __new__
         error.args = tuple(args)
         for name, value in attrs.items():
             with contextlib.suppress(AttributeError, TypeError):

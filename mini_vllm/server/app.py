@@ -20,12 +20,25 @@ from mini_vllm.api_models import ModelCard, ModelList, error_responses
 from mini_vllm.engine import Engine
 from mini_vllm.labs import load_lab
 from mini_vllm.protocol import check_model
+from mini_vllm.schema_regex import LIMITS
 from mini_vllm.server.bodies import BODY_MODELS
 from mini_vllm.server.chat import chat_router
+from mini_vllm.server.compile_pool import CPU_SECONDS, MEMORY_BYTES, CompilePool
 from mini_vllm.server.messages import messages_router
 from mini_vllm.server.responses import responses_router
 
 REASONING_FIELDS = ("reasoning", "reasoning_content")
+DESCRIPTION = (
+    "An OpenAI-compatible server for a toy model.\n\n"
+    "**Structured outputs** (`response_format` / `text.format` `json_schema`, forced tool calls): OpenAI strict "
+    "mode's schemas are served exactly or refused with a 400 naming the keyword. Limits, checked before any work: "
+    f"{LIMITS['depth']} levels of nesting, {LIMITS['properties']} properties, {LIMITS['enum']} enum/const values, "
+    f"{LIMITS['enum_chars']:,} characters of property names and enum/const values, `maxLength` up to "
+    f"{LIMITS['maxLength']}, `maxItems` up to {LIMITS['maxItems']}, {LIMITS['anyOf']} branches per `anyOf`, and an "
+    f"automaton of at most about {LIMITS['grammar_states']:,} states (estimated from the schema). A compile runs in a "
+    f"worker process under {CPU_SECONDS} s of CPU time and {MEMORY_BYTES // 1024**3} GiB of memory; past either, a "
+    "400. Not served: `pattern`, `format`, `oneOf`, `allOf`, `not`, recursive `$ref`, number bounds with a fraction."
+)
 
 
 def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleType | None = None,
@@ -42,9 +55,11 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
         raise ValueError(f"reasoning_field must be one of {REASONING_FIELDS}, got {reasoning_field!r}")
     lab = pipeline or load_lab("lab-02")
     engine.max_token_bytes  # noqa: B018  read every token's bytes now, at start-up, not in the first request
-    app = FastAPI(title="mini_vllm", version="0.1.0", description="An OpenAI-compatible server for a toy model")
+    app = FastAPI(title="mini_vllm", version="0.1.0", description=DESCRIPTION)
     install_error_handling(app, max_body_bytes, shapes={"/v1/messages": anthropic_error_body})
     app.state.engine = engine
+    app.state.compile_pool = pool = CompilePool()
+    app.router.on_shutdown.append(pool.close)  # the grammar compiles' workers die with the server (SIGTERM)
     card = ModelCard(id=model_name, object="model", created=0, owned_by="mini_vllm",
                      max_model_len=engine.max_model_len)
 

@@ -7,8 +7,13 @@ much before it is refused:
 
 - big bodies (over ``BIG_BODY_BYTES``) are parsed one at a time, so eight 15 MB bodies never
   hold eight parsed copies at once;
+- before a big body is parsed, its separators (``,`` and ``:``, an upper bound on the values and
+  members it holds) are counted a slice at a time, and past ``MAX_JSON_SEPARATORS`` it is refused
+  unparsed: a body of few objects but a huge array or map (``logit_bias`` with 900,000 keys) would
+  otherwise hold the GIL in the C parser and in pydantic for a second or more;
 - the parse counts JSON objects as it goes and stops at ``MAX_JSON_OBJECTS``, which bounds the
-  work pydantic is given. Counting runs a little Python for every object, and that is also
+  work pydantic is given; no one object may hold more than ``MAX_OBJECT_MEMBERS`` members.
+  Counting runs a little Python for every object, and that is also
   what keeps the parse from stalling other streams: the worker thread gives up the GIL between
   objects, where ``json.loads`` alone would hold it for the whole body.
 """
@@ -32,6 +37,9 @@ INLINE_BODY_BYTES = 4 * 1024  # smaller bodies are parsed, and their prompts tok
 # request, medians of 6 x 200 on the loaded 2-core machine; a small gain, so the bound stays small)
 BIG_BODY_BYTES = 256 * 1024  # bodies at least this big wait for their turn to be parsed (one at a time)
 MAX_JSON_OBJECTS = 50_000  # JSON objects in one body: far more than 10,000 messages need, far less than 15 MB holds
+MAX_JSON_SEPARATORS = 250_000  # ',' and ':' in one body (inside strings too): 10,000 messages need about 60,000
+MAX_OBJECT_MEMBERS = 10_000  # members of one JSON object (logit_bias has its own, smaller, limit)
+SCAN_SLICE = 64 * 1024  # the separator count reads this much at a time, so other threads get the GIL between
 
 BODY_MODELS: dict[str, type[BaseModel]] = {}  # request models by name, for the OpenAPI document
 
@@ -73,14 +81,31 @@ class TooManyObjects(Exception):
     pass
 
 
+def count_separators(raw: bytes) -> None:
+    """A 400 when ``raw`` holds more ``,`` and ``:`` than :data:`MAX_JSON_SEPARATORS` (read a slice at a time)."""
+    total = 0
+    for start in range(0, len(raw), SCAN_SLICE):
+        piece = raw[start:start + SCAN_SLICE]
+        total += piece.count(b",") + piece.count(b":")
+        if total > MAX_JSON_SEPARATORS:
+            raise ApiError(400, f"the request body holds more than {MAX_JSON_SEPARATORS:,} JSON separators (',' and "
+                           "':', a bound on the values and members it can hold), this server's limit for one request",
+                           code="request_too_large")
+
+
 def parse_body(raw: bytes, model: type[M]) -> M:
     objects = 0
+    if len(raw) > SCAN_SLICE:
+        count_separators(raw)
 
     def count(pairs: dict[str, Any]) -> dict[str, Any]:
         nonlocal objects
         objects += 1
         if objects > MAX_JSON_OBJECTS:
             raise TooManyObjects
+        if len(pairs) > MAX_OBJECT_MEMBERS:
+            raise ApiError(400, f"a JSON object in the request body has {len(pairs):,} members, over this server's "
+                           f"limit of {MAX_OBJECT_MEMBERS:,} for one object", code="request_too_large")
         return pairs
 
     try:

@@ -41,7 +41,8 @@ def chat_router(engine: Engine, model_name: str, lab: ModuleType, reasoning: boo
     async def chat(request: Request) -> Response:
         body = await read_body(request, ChatCompletionRequest)
         check_model(body.model, model_name)
-        generation = await prepare(engine, lambda: from_chat(body), inline=small_body(request))
+        generation = await prepare(engine, lambda: from_chat(body), inline=small_body(request),
+                                   request=request)
         return await run(request, generation, "chat")
 
     @router.post("/v1/completions", responses={200: {"model": CompletionResponse, "content": SSE_DOC}, **ERRORS},
@@ -49,7 +50,8 @@ def chat_router(engine: Engine, model_name: str, lab: ModuleType, reasoning: boo
     async def completions(request: Request) -> Response:
         body = await read_body(request, CompletionRequest)
         check_model(body.model, model_name)
-        generation = await prepare(engine, lambda: from_completion(body), inline=small_body(request))
+        generation = await prepare(engine, lambda: from_completion(body), inline=small_body(request),
+                                   request=request)
         return await run(request, generation, "completion")
 
     async def run(request: Request, generation: Generation, kind: str) -> Response:

@@ -43,7 +43,8 @@ def messages_router(engine: Engine, model_name: str, labs: Callable[[], tuple[Mo
     async def messages(request: Request) -> Response:
         body = await read_body(request, MessagesRequest)
         check_model(body.model, model_name)
-        generation = await prepare(engine, lambda: from_messages(body), prefix="msg", inline=small_body(request))
+        generation = await prepare(engine, lambda: from_messages(body), prefix="msg", inline=small_body(request),
+                                   request=request)
         req = generation.request
         lab2, lab7 = labs()
         try:

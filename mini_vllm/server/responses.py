@@ -49,7 +49,8 @@ def responses_router(engine: Engine, model_name: str, labs: Callable[[], tuple[M
     async def responses(request: Request) -> Response:
         body = await read_body(request, ResponsesRequest)
         check_model(body.model, model_name)
-        generation = await prepare(engine, lambda: from_responses(body), prefix="resp", inline=small_body(request))
+        generation = await prepare(engine, lambda: from_responses(body), prefix="resp", inline=small_body(request),
+                                   request=request)
         req = generation.request
         lab2, lab7 = labs()
         try:

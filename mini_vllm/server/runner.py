@@ -30,7 +30,8 @@ from mini_vllm.engine import Engine
 from mini_vllm.kv_pool import NoFreeBlocks
 from mini_vllm.protocol import GenerationRequest, context_exceeded
 from mini_vllm.server.bodies import read_body
-from mini_vllm.server.structured import compile_constraint
+from mini_vllm.server.compile_pool import CompilePool
+from mini_vllm.server.structured import grammar_for
 
 __all__ = ["Framing", "Generation", "admit", "generate", "lab_errors_as_api_errors", "prepare", "read_body",
            "respond", "sse"]
@@ -83,12 +84,14 @@ class Generation:
 
 
 async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix: str = "",
-                  inline: bool = False) -> Generation:
+                  inline: bool = False, request: Request | None = None) -> Generation:
     """Build the prompt and tokenize it in a worker thread, then fix the parameters to the context left.
 
     Tokenizing a long prompt is pure Python: on the event loop, one 10 MB prompt would freeze
     every other stream (and /health) until it was done. In a thread, the loop keeps its turns.
     ``inline``: the body was small (``bodies.small_body``), so the work is too: skip the thread's hop.
+    A constraint is compiled in the app's compile pool (a worker process); if the client leaves
+    while it waits, it stops waiting (and the compile stops, if nobody else waits for it).
     """
     def work() -> tuple[GenerationRequest, list[int]]:
         req = build()
@@ -96,17 +99,30 @@ async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix
 
     req, prompt_ids = work() if inline else await asyncio.to_thread(work)
     grammar = None
-    if req.constraint is not None:  # an index over the whole vocabulary: always off the loop, however small the body
-        grammar = await asyncio.to_thread(compile_grammar, engine, req.constraint)
+    if req.constraint is not None:  # an index over the whole vocabulary: in a worker process, never on the loop
+        pool = compile_pool(request)
+        with lab_errors_as_api_errors():
+            compiling = grammar_for(engine, req.constraint, pool)
+            grammar = await (cancel_on_disconnect(request, compiling) if request is not None else compiling)
+        if grammar is None:
+            raise ClientLeft("the client closed the connection while its grammar compiled")
     params = req.sampling_params(len(prompt_ids), engine.capacity_tokens)
     prefix = prefix or ("chatcmpl" if req.kind == "chat" else "cmpl")
     return Generation(req, f"{prefix}-{uuid.uuid4().hex[:24]}", prompt_ids, params, grammar)
 
 
-def compile_grammar(engine: Engine, constraint: Any) -> Any:
-    """The request's grammar compiled by lab-08's code: a stub there is a 501 naming its task."""
-    with lab_errors_as_api_errors():
-        return compile_constraint(engine, constraint)
+_default_pool: CompilePool | None = None
+
+
+def compile_pool(request: Request | None) -> CompilePool:
+    """The app's compile pool (``create_app`` makes it and kills its workers at shutdown), or one for tests."""
+    global _default_pool
+    pool = getattr(request.app.state, "compile_pool", None) if request is not None else None
+    if pool is None:
+        if _default_pool is None:
+            _default_pool = CompilePool()
+        pool = _default_pool
+    return pool
 
 
 def encode_prompt(engine: Engine, prompt: str, field: str = "messages") -> list[int]:
@@ -124,9 +140,9 @@ MAX_WAITING = 1024  # requests waiting for KV blocks at once; past this the serv
 class ClientLeft(ApiError):
     """The client hung up before its request was admitted: nobody reads the answer (nginx's 499)."""
 
-    def __init__(self) -> None:
-        super().__init__(499, "the client closed the connection while its request waited for KV cache blocks",
-                         code="client_closed_request")
+    def __init__(self, message: str = "the client closed the connection while its request waited for KV cache "
+                 "blocks") -> None:
+        super().__init__(499, message, code="client_closed_request")
 
 
 async def admit(request: Request, engine: Engine, generation: Generation) -> None:
@@ -146,9 +162,11 @@ async def admit(request: Request, engine: Engine, generation: Generation) -> Non
             return
         except NoFreeBlocks:
             pass
-    if engine.num_waiting >= MAX_WAITING:
+    compiling = compile_pool(request).waiting  # requests before their compile count too
+    if engine.num_waiting + compiling >= MAX_WAITING:
         raise ApiError(503, f"the server is overloaded: {engine.num_waiting} requests are waiting for KV cache "
-                       "blocks already; retry later", type="server_error", code="overloaded")
+                       f"blocks already ({compiling} more for a grammar); retry later", type="server_error",
+                       code="overloaded")
     waited = await cancel_on_disconnect(request, wait_in_line(engine, generation))
     if waited is None:
         raise ClientLeft
@@ -183,6 +201,7 @@ async def generate(engine: Engine, generation: Generation, output: Any, framing:
     req, request_id = generation.request, generation.request_id
     completion_tokens, engine_reason = 0, "stop"
     push, step = output.push, framing.step  # looked up once: this loop runs for every token
+    choose = None
     try:
         first = framing.start()
         if first:
@@ -200,6 +219,10 @@ async def generate(engine: Engine, generation: Generation, output: Any, framing:
                     break
                 engine_reason = out.finish_reason or engine_reason
             last = finish(output, engine_reason)
+            if generation.grammar is not None and generation.grammar.tool_call and last.finish_reason == "length":
+                # A forced call is the whole reply: cut before its name, the pipeline would show the tag it
+                # held back (``<tool_ca``) as text. Under a grammar that text is the call's, never content.
+                last.text = ""
         except ValueError as error:
             failed = framing.fail(error)
             if failed is None:
@@ -209,6 +232,8 @@ async def generate(engine: Engine, generation: Generation, output: Any, framing:
         yield framing.end(last, completion_tokens)
     finally:
         engine.abort(request_id)  # no-op when it finished; frees the blocks after a stop string or a disconnect
+        if choose is not None:
+            choose.close()  # the reply's session in the decode process
 
 
 def finish(output: Any, engine_reason: str) -> Any:

@@ -1,77 +1,84 @@
 """Constrained decoding in the server: a request's grammar compiled by lab-08's code, and the sampler it drives.
 
-``prepare`` (in a worker thread) calls :func:`compile_constraint`: the regex becomes a character
-automaton (given), lab-08's ``lift_to_bytes`` lifts it, its ``TokenIndex`` precomputes every
-state's mask. Compiled grammars are kept per (regex, tokenizer), so a schema a client sends
-again costs nothing. The engine then asks :meth:`Grammar.chooser` for each token: the toy
-model's scores, and lab-08's ``StructuredSampler`` picks the best token the mask allows.
-
-That choice runs on the event loop, between the engine's steps (each step yields to the loop):
-with the reference, the toy model's scores (one numpy draw) and the masked argmax take about a
-millisecond a token on Tekken's 131,072 tokens (`make bench`); a student's plain loop over the
-mask takes tens. A real server computes logits and masks on the GPU worker instead.
+``prepare`` calls :func:`grammar_for`: the schema was already checked against the published
+limits (``mini_vllm.schema_regex``); here the regex becomes a character automaton (given),
+lab-08's ``lift_to_bytes`` lifts it and its ``TokenIndex`` precomputes every state's mask,
+all in a worker process the server can kill (``compile_pool``), under CPU and memory limits.
+Compiled grammars are kept per (regex, tokenizer, lab code), in a cache bounded in bytes.
+The engine then asks :meth:`Grammar.chooser` for each token: the toy model's scores, and
+lab-08's ``StructuredSampler`` picks the best token the mask allows, in the decode process
+(``decode_worker``): never on the event loop, nor in a thread that shares its GIL.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
 
 from mini_vllm.constraints import Constraint
 from mini_vllm.engine import Engine
-from mini_vllm.grammar import regex_to_chars, vocabulary_of
+from mini_vllm.grammar import vocabulary_of
 from mini_vllm.labs import load_lab
-from mini_vllm.labtypes.lab08 import TOOL_CALL_START, Vocabulary
+from mini_vllm.labtypes.lab08 import Vocabulary
+from mini_vllm.server.compile_pool import Compiled, CompilePool
+from mini_vllm.server.decode_worker import DecodeWorker
 
-CACHED_GRAMMARS = 32
-_grammars: OrderedDict[tuple[str, int, str], Grammar] = OrderedDict()
-_vocabularies: dict[int, Vocabulary] = {}
-_lock = threading.Lock()
+_vocabularies: dict[int, tuple[Vocabulary, tuple[list[bytes], list[int], int]]] = {}
 
 
 @dataclass(frozen=True)
 class Grammar:
-    lab: ModuleType
-    automaton: Any  # lab-08's ByteAutomaton
+    compiled: Compiled  # the worker's plain data, pickled
+    vocab_key: str
     vocab: Vocabulary
-    index: Any  # lab-08's TokenIndex
+    raw: tuple[list[bytes], list[int], int]  # every token's bytes, the special ids, the seed: the toy model's view
+    lab_path: str
+    pool: CompilePool
     tool_call: bool  # the grammar is a forced call (its tag may end a thought)
 
-    def chooser(self, engine: Engine, user_message: str, thinking: bool) -> Callable[[Sequence[int]], int]:
-        """The next token after the reply's ids so far: the model's scores, masked by lab-08's sampler.
-
-        With thinking on, the thought ends at ``</think>``, or (a forced call) at ``<tool_call>``.
-        """
-        implicit_end = TOOL_CALL_START if self.tool_call else None
-        sampler = self.lab.StructuredSampler(self.automaton, self.vocab, self.index.allowed, thinking=thinking,
-                                             implicit_end=implicit_end)
-        model = engine.model
-
-        def choose(output_ids: Sequence[int]) -> int:
-            return int(sampler.choose(model.score_array(user_message, output_ids, opened_thought=thinking)))
-
-        return choose
+    def chooser(self, engine: Engine, user_message: str, thinking: bool) -> Chooser:
+        """The next token after the reply's ids so far: the model's scores, masked by lab-08's sampler, chosen
+        in the decode process. With thinking on, the thought ends at ``</think>``, or (a forced call) at
+        ``<tool_call>``."""
+        decoder = self.pool.decoder
+        sid = decoder.open(self.vocab_key, self.vocab, self.raw, self.compiled.blob, self.lab_path, user_message,
+                           thinking, self.tool_call)
+        return Chooser(decoder, sid)
 
 
-def compile_constraint(engine: Engine, constraint: Constraint) -> Grammar:
+@dataclass
+class Chooser:
+    """One reply's session in the decode process: awaited once per token, closed when the reply ends."""
+
+    decoder: DecodeWorker
+    sid: int
+
+    async def __call__(self, output_ids: Sequence[int]) -> int:
+        return await self.decoder.next(self.sid, output_ids)
+
+    def close(self) -> None:
+        self.decoder.close_session(self.sid)
+
+
+def vocabulary(engine: Engine) -> tuple[Vocabulary, tuple[list[bytes], list[int], int]]:
+    """The engine's vocabulary as lab-08's data, and as the toy model reads it (seconds on Tekken, so once)."""
+    tokenizer = engine.tokenizer
+    found = _vocabularies.get(id(tokenizer))
+    if found is None:
+        raw = [tokenizer.decode_single_token_bytes(i) for i in range(tokenizer.vocab_size)]
+        found = _vocabularies[id(tokenizer)] = (vocabulary_of(tokenizer),
+                                                (raw, list(tokenizer.all_special_ids), engine.model.seed))
+    return found
+
+
+async def grammar_for(engine: Engine, constraint: Constraint, pool: CompilePool) -> Grammar:
+    """The request's grammar, compiled in ``pool``'s worker (or found in its cache)."""
     lab = load_lab("lab-08")
     tokenizer = engine.tokenizer
     key = (constraint.regex, id(tokenizer), str(lab.__file__))
-    with _lock:
-        if key in _grammars:
-            _grammars.move_to_end(key)
-            return _grammars[key]
-        vocab = _vocabularies.get(id(tokenizer))
-        if vocab is None:
-            vocab = _vocabularies[id(tokenizer)] = vocabulary_of(tokenizer)
-    automaton = lab.lift_to_bytes(regex_to_chars(constraint.regex))
-    grammar = Grammar(lab, automaton, vocab, lab.TokenIndex(automaton, vocab), constraint.source == "tool_call")
-    with _lock:
-        _grammars[key] = grammar
-        while len(_grammars) > CACHED_GRAMMARS:
-            _grammars.popitem(last=False)
-    return grammar
+    found = _vocabularies.get(id(tokenizer))
+    vocab, raw = found if found is not None else await asyncio.to_thread(vocabulary, engine)
+    vocab_key = f"{type(tokenizer).__name__}:{id(tokenizer)}:{engine.model.seed}"
+    compiled = await pool.get(key, constraint.regex, vocab_key, lambda: vocab, str(lab.__file__))
+    return Grammar(compiled, vocab_key, vocab, raw, str(lab.__file__), pool, constraint.source == "tool_call")

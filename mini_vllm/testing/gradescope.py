@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from fractions import Fraction
@@ -28,6 +30,13 @@ from mini_vllm.testing.policy import VISIBILITIES, load_policy, test_id
 from mini_vllm.testing.provenance import course_commit, course_version, file_record, read_build_info, walls
 
 SCHEMA_PATH = Path(__file__).with_name("gradescope_results.schema.json")
+# Text that reaches a scorecard or results.json may hold a student's words (an exception's message,
+# a value a test shows). Terminal escapes (colours, cursor moves, a title change), other control
+# characters and bidirectional overrides are taken out, and the whole is cut to a length.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -~]?|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+MAX_TEST_OUTPUT = 16_000  # characters of one test's output: its rule, the first wrong step, and plenty of table
+MAX_OUTPUT = 200_000  # the scorecard's
 _DECIMALS = 4  # points are exact fractions until here; Gradescope shows two decimals
 
 
@@ -64,7 +73,7 @@ def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str =
             "score": _points(test.weight if test.passed else Fraction(0)),
             "max_score": _points(test.weight),
             "status": "passed" if test.passed else "failed",
-            "output": "" if test.passed else (test.details or "failed (no message was recorded)"),
+            "output": "" if test.passed else printable(test.details or "failed (no message was recorded)"),
             "tags": [f"composes {lab}" for lab in test.composes],
             "visibility": policy.visibility_of(test_id(test.lab, test.task, test.name)),
         })
@@ -88,7 +97,7 @@ def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str =
     return {
         "score": _points(earned),
         "execution_time": round(execution_time, 2),
-        "output": scorecard,
+        "output": printable(scorecard, MAX_OUTPUT),
         "output_format": "text",  # the scorecard is aligned plain text: no HTML or Markdown
         "test_output_format": "text",
         "test_name_format": "text",
@@ -97,6 +106,14 @@ def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str =
         "extra_data": _extra_data(tests, total, partial),
         "tests": entries,
     }
+
+
+def printable(text: str, limit: int = MAX_TEST_OUTPUT) -> str:
+    """``text`` without terminal escapes or control characters (newlines and tabs stay), at most ``limit`` long."""
+    text = _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n")))
+    if len(text) > limit:
+        text = text[:limit] + f"\n… (cut: {len(text) - limit:,} more characters)"
+    return text
 
 
 def write_results(path: Path, tests: Sequence[ResultTest], scorecard: str, partial: str = "",
@@ -128,6 +145,7 @@ def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> d
         "official": walled[1],
         "python": platform.python_version(),
         "labs": _lab_points(tests),
+        "call_costs": _call_costs(),
         "files": {
             "graded": {f"lab-{lab_number(lab)}": _graded_file(lab) for lab in [*labs, *composed]},
             "tests": {f"lab-{lab_number(lab)}": file_record(lab_dir(lab) / "test_lab.py") for lab in labs},
@@ -135,6 +153,12 @@ def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> d
                         if (REPO_ROOT / name).exists()},
         },
     }
+
+
+def _call_costs() -> dict[str, Any] | None:
+    """Per sandboxed lab: its calls, the one that used the most CPU, and its budget (None: nothing was sandboxed)."""
+    remote = sys.modules.get("mini_vllm.sandbox.remote")
+    return remote.call_costs() or None if remote is not None else None
 
 
 def _lab_points(tests: Sequence[ResultTest]) -> dict[str, Any]:

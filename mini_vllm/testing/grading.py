@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from mini_vllm.labs import RECOMMENDED_ORDER, describe_choice, lab_number
-from mini_vllm.testing.gradescope import write_results
+from mini_vllm.testing.gradescope import printable, write_results
 from mini_vllm.testing.policy import PolicyError, load_policy, test_id
 from mini_vllm.testing.trace import FIRST_WRONG_STEP
 
@@ -117,6 +117,12 @@ class Grader:
         self._record(item, call, report)
         return report
 
+    def forget(self, nodeid: str) -> None:
+        """The test runs again (its call ran out of budget): only the new attempt's verdict counts."""
+        graded = self.tests.get(nodeid)
+        if graded is not None:
+            graded.passed, graded.details = None, ""
+
     def _record(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
         graded = self.tests.get(item.nodeid)
         if graded is None or graded.passed is False:
@@ -133,9 +139,10 @@ class Grader:
         if call.excinfo is not None:
             # exconly() is the exception with its whole message (for an assert, pytest's
             # explanation and our step-by-step table) but without the traceback.
-            graded.details = call.excinfo.exconly().strip()
+            graded.details = quoted_if_foreign(call.excinfo.value, call.excinfo.exconly().strip())
         else:
             graded.details = report.longreprtext
+        graded.details = printable(graded.details)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         graded = [t for t in self.tests.values() if not t.control]
@@ -206,6 +213,24 @@ class Grader:
         ran_part = f", {len(ran)} ran" if len(ran) != selected else ""
         return (f"Partial run: {selected} of {of} graded tests selected{ran_part}. "
                 "Points count only what ran: this is not the grade.")
+
+
+def quoted_if_foreign(error: BaseException, text: str) -> str:
+    """An exception raised by graded code: its words quoted, so none of its lines reads as the grader's.
+
+    It came back from the sandbox (it carries ``sandbox_traceback``, the student's frames, which
+    stay as they are after the message). Its first line says whose it is: "your code raised
+    ValueError: ...", and any further line of the message is indented behind a bar.
+    """
+    if not hasattr(error, "sandbox_traceback"):
+        return text
+    trace = getattr(error, "sandbox_traceback", "") or ""
+    at = text.find(trace) if trace else -1
+    message, rest = (text[:at], text[at:]) if at > 0 else (text, "")
+    message = SANDBOX_PREFIX.sub("", message.strip()).removeprefix("mini_vllm.sandbox.wire.ForeignError: ")
+    first, *more = message.splitlines() or [""]
+    lines = [f"your code raised {first}", *(f"  | {line}" for line in more)]
+    return "\n".join(lines) + (f"\n{rest}" if rest else "")
 
 
 # When tests a visibility rule hides show up, in the student's words (Gradescope's visibility names).

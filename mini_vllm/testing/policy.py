@@ -32,7 +32,7 @@ POLICY_FILE = REPO_ROOT / "grading.toml"
 VISIBILITIES = ("hidden", "after_published", "after_due_date", "visible")
 _TOP_KEYS = {"tests_version", "call_budget_s", "lab_points", "visibility", "stdout_visibility", "labs",
              "visibility_rules"}
-_LAB_KEYS = {"points", "tasks"}
+_LAB_KEYS = {"points", "tasks", "call_budget_s"}
 _RULE_KEYS = {"tests", "visibility"}
 
 
@@ -56,6 +56,7 @@ class VisibilityRule:
 class LabPolicy:
     points: Fraction
     tasks: Mapping[int, Fraction] = field(default_factory=dict)  # empty: in proportion to the tests' points
+    call_budget_s: float | None = None  # CPU seconds per call into the lab's code; None: the top-level one
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,11 @@ class Policy:
     def lab(self, lab: str) -> LabPolicy:
         """The policy of one lab; a lab grading.toml does not name weighs ``lab_points``."""
         return self.labs.get(f"lab-{lab_number(lab)}", LabPolicy(self.lab_points))
+
+    def budget_of(self, lab: str) -> float:
+        """CPU seconds one call into ``lab``'s code may use: its own ``call_budget_s``, else the top-level one."""
+        own = self.lab(lab).call_budget_s
+        return own if own is not None else self.call_budget_s
 
     def task_weights(self, lab: str, test_points: Mapping[int, int]) -> dict[int, Fraction]:
         """The points of each task of ``lab``, given the tests' own points per task (``@task(n, points=k)``).
@@ -121,9 +127,7 @@ def parse_policy(raw: Mapping[str, Any], source: Path | None = None) -> Policy:
     version = raw.get("tests_version")
     if not isinstance(version, str) or not version.strip():
         raise PolicyError("grading.toml: tests_version must be a non-empty string (it is stamped into every result)")
-    budget = raw.get("call_budget_s", 2)
-    if not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0:
-        raise PolicyError(f"grading.toml: call_budget_s must be a positive number of seconds, not {budget!r}")
+    budget = _seconds(raw.get("call_budget_s", 2), "call_budget_s")
     lab_points = _points(raw.get("lab_points", 100), "lab_points")
     labs = {}
     for name, table in raw.get("labs", {}).items():
@@ -137,7 +141,8 @@ def parse_policy(raw: Mapping[str, Any], source: Path | None = None) -> Policy:
         if tasks and sum(tasks.values()) != points:
             raise PolicyError(f"grading.toml: {where}: the task weights add up to {float(sum(tasks.values())):g}, "
                               f"not the lab's {float(points):g} points")
-        labs[name] = LabPolicy(points, tasks)
+        own_budget = _seconds(table["call_budget_s"], f"{where} call_budget_s") if "call_budget_s" in table else None
+        labs[name] = LabPolicy(points, tasks, own_budget)
     rules = []
     for index, rule in enumerate(raw.get("visibility_rules", [])):
         where = f"visibility_rules[{index}]"
@@ -155,6 +160,12 @@ def parse_policy(raw: Mapping[str, Any], source: Path | None = None) -> Policy:
         visibility_rules=tuple(rules),
         source=source,
     )
+
+
+def _seconds(value: Any, where: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise PolicyError(f"grading.toml: {where} must be a positive number of seconds, not {value!r}")
+    return float(value)
 
 
 def _no_unknown_keys(table: Any, known: set[str], where: str) -> None:

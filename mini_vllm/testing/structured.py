@@ -416,7 +416,7 @@ def sampler_run(case: SamplerCase, make_sampler: Callable[..., Any], limit: int 
     ids: list[int] = []
     run: list[tuple[int, str]] = []
     while len(run) < limit and (not run or run[-1][1] != "done"):
-        token = sampler.choose(model.scores(case.message, ids, opened_thought=case.thinking))
+        token = sampler.choose(list(model.scores(case.message, ids, opened_thought=case.thinking)))
         ids.append(token)
         run.append((token, sampler.phase))
         if expected is not None and (len(run) > len(expected) or list(run[-1]) != list(expected[len(run) - 1])):

@@ -1,0 +1,289 @@
+"""Grammar compiles in worker processes the server can kill: bounded in CPU time and memory, one per grammar.
+
+A compile (regex -> character automaton -> lab-08's byte automaton and ``TokenIndex``) is
+seconds of pure Python on a big vocabulary, and its size grows with the schema. So it never
+runs in the server's process:
+
+- each compile runs in one of a few spawned worker processes, under ``RLIMIT_CPU`` and
+  ``RLIMIT_AS``; past either the worker dies, the request gets a 400 naming the limit, and a
+  fresh worker takes its place;
+- one compile per (regex, tokenizer, lab code) at a time: every request for the same grammar
+  waits on that one (single-flight), and when the last of them leaves, the compile is killed;
+- the results come back as plain data (the byte automaton's table and the index's distinct
+  masks as ``array('i')``, pickled), kept in a cache bounded in bytes and handed to the decode
+  process (``decode_worker``) with each request that uses them;
+- requests waiting for a compile count toward a bound (503 past it), like those waiting for
+  KV blocks.
+
+A worker talks to the server over a pipe; a daemon thread per running compile waits on it,
+so a compile never holds the event loop and never keeps the process from exiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import pickle
+import threading
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mini_vllm.api_errors import ApiError
+from mini_vllm.labtypes.lab08 import ByteAutomaton, Vocabulary
+from mini_vllm.server.decode_worker import DecodeWorker
+
+CPU_SECONDS = 60  # one compile's CPU time (Tekken's index for a 32-character string takes about 25 s today)
+MEMORY_BYTES = 4 * 1024**3  # a worker's address space (Tekken's vocabulary and index: a few hundred MB)
+WORKERS = 2
+MAX_WAITING = 64  # requests waiting for a compile (running or queued) at once; past this a 503
+CACHE_BYTES = 256 * 1024**2  # compiled grammars kept, by their arrays' size
+
+
+@dataclass
+class Compiled:
+    """A compiled grammar as the worker sent it: the pickled plain data (the decode process rebuilds it)."""
+
+    blob: bytes
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.blob)
+
+
+class CompileFailed(Exception):
+    """The worker raised: ``kind`` is the exception's class name."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+# ------------------------------------------------------------------ the worker process
+
+
+def _worker_main(conn: Any, memory_bytes: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    vocabularies: dict[str, Vocabulary] = {}
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "vocab":
+            vocabularies[message[1]] = message[2]
+            continue
+        _, regex, vocab_key, lab_path, cpu_seconds = message
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        spent = int(used.ru_utime + used.ru_stime) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_seconds, resource.RLIM_INFINITY))
+        try:
+            conn.send(("ok", pickle.dumps(_compile(regex, vocabularies[vocab_key], lab_path), protocol=5)))
+        except MemoryError:
+            conn.send(("error", "MemoryError", "out of memory"))
+        except BaseException as error:  # the student's code may raise anything
+            conn.send(("error", type(error).__name__, str(error)[:2000]))
+
+
+def _compile(regex: str, vocab: Vocabulary, lab_path: str) -> tuple[Any, ...]:
+    from mini_vllm.grammar import regex_to_chars
+    from mini_vllm.labs import load_lab
+
+    lab = load_lab("lab-08", lab_path)
+    automaton = lab.lift_to_bytes(regex_to_chars(regex))
+    index = lab.TokenIndex(automaton, vocab)
+    states = automaton.num_states
+    table = getattr(automaton, "table", None)
+    if isinstance(automaton, ByteAutomaton) and isinstance(table, list):
+        rows = [array("i", row).tobytes() for row in table]
+        accepting = [bool(a) for a in automaton.accepting]
+    else:  # a student's own automaton type: read it through its interface
+        rows = [array("i", [automaton.step(s, b) for b in range(256)]).tobytes() for s in range(states)]
+        accepting = [bool(automaton.is_accepting(s)) for s in range(states)]
+    distinct: dict[tuple[int, ...], int] = {}
+    mask_of = array("i")
+    for state in range(states):
+        mask_of.append(distinct.setdefault(tuple(index.allowed(state)), len(distinct)))
+    masks = [array("i", mask).tobytes() for mask in distinct]
+    return int(automaton.start), accepting, rows, masks, mask_of.tobytes()
+
+
+class _Worker:
+    def __init__(self, memory_bytes: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child, memory_bytes), daemon=True,
+                                       name="mini_vllm-grammar-compile")
+        self.process.start()
+        child.close()
+        self.vocabularies: set[str] = set()
+
+    def run(self, regex: str, vocab_key: str, vocab: Callable[[], Vocabulary], lab_path: str,
+            cpu_seconds: int) -> tuple[str, Any]:
+        """In a daemon thread: send the job, wait for its answer (EOF if the worker was killed)."""
+        try:
+            if vocab_key not in self.vocabularies:
+                self.conn.send(("vocab", vocab_key, vocab()))
+                self.vocabularies.add(vocab_key)
+            self.conn.send(("compile", regex, vocab_key, lab_path, cpu_seconds))
+            return self.conn.recv()  # type: ignore[no-any-return]
+        except (EOFError, OSError, BrokenPipeError):
+            return ("died", self.process.exitcode)
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
+
+@dataclass
+class _Flight:
+    task: asyncio.Task[Compiled]
+    waiters: int = 0
+
+
+@dataclass
+class CompilePool:
+    workers: int = WORKERS
+    cpu_seconds: int = CPU_SECONDS
+    memory_bytes: int = MEMORY_BYTES
+    max_waiting: int = MAX_WAITING
+    cache_bytes: int = CACHE_BYTES
+    _idle: list[_Worker] = field(default_factory=list)
+    _live: set[_Worker] = field(default_factory=set)
+    _slots: asyncio.Semaphore | None = None
+    _flights: dict[Any, _Flight] = field(default_factory=dict)
+    _cache: OrderedDict[Any, Compiled] = field(default_factory=OrderedDict)
+    _cached_bytes: int = 0
+    waiting: int = 0  # requests waiting for a compile (running or queued)
+    compiles: int = 0  # compiles started (a test checks single-flight with it)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    decoder: DecodeWorker = field(default_factory=DecodeWorker)  # runs the compiled grammars' choices
+
+    def cached(self, key: Any) -> Compiled | None:
+        found = self._cache.get(key)
+        if found is not None:
+            self._cache.move_to_end(key)
+        return found
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._cached_bytes
+
+    async def get(self, key: Any, regex: str, vocab_key: str, vocab: Callable[[], Vocabulary],
+                  lab_path: str) -> Compiled:
+        """The compiled grammar for ``key``: cached, joined to the compile under way, or compiled now.
+
+        Cancelling the caller (its client left) leaves the flight; the last to leave kills the compile.
+        """
+        found = self.cached(key)
+        if found is not None:
+            return found
+        if self.waiting >= self.max_waiting:
+            raise ApiError(503, f"the server is overloaded: {self.waiting} requests wait for a grammar to compile "
+                           "already; retry later", type="server_error", code="overloaded")
+        flight = self._flights.get(key)
+        if flight is None:
+            task = asyncio.ensure_future(self._compile(regex, vocab_key, vocab, lab_path))
+            flight = self._flights[key] = _Flight(task)
+            task.add_done_callback(lambda done: self._landed(key, done))
+        flight.waiters += 1
+        self.waiting += 1
+        try:
+            return await asyncio.shield(flight.task)
+        except asyncio.CancelledError:
+            if flight.waiters == 1 and not flight.task.done():
+                flight.task.cancel()  # nobody else waits for it: kill the compile
+            raise
+        finally:
+            flight.waiters -= 1
+            self.waiting -= 1
+
+    def _landed(self, key: Any, task: asyncio.Task[Compiled]) -> None:
+        self._flights.pop(key, None)
+        if task.cancelled() or task.exception() is not None:
+            return
+        compiled = task.result()
+        size = compiled.nbytes
+        if size > self.cache_bytes:
+            return  # served, not kept
+        self._cache[key] = compiled
+        self._cached_bytes += size
+        while self._cached_bytes > self.cache_bytes:
+            _, old = self._cache.popitem(last=False)
+            self._cached_bytes -= old.nbytes
+
+    async def _compile(self, regex: str, vocab_key: str, vocab: Callable[[], Vocabulary], lab_path: str) -> Compiled:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.workers)
+        async with self._slots:
+            self.compiles += 1
+            worker = self._idle.pop() if self._idle else await asyncio.to_thread(self._spawn)
+            loop = asyncio.get_running_loop()
+            answer: asyncio.Future[tuple[str, Any]] = loop.create_future()
+
+            def wait() -> None:
+                result = worker.run(regex, vocab_key, vocab, lab_path, self.cpu_seconds)
+
+                def settle() -> None:
+                    if not answer.done():
+                        answer.set_result(result)
+
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                    loop.call_soon_threadsafe(settle)
+
+            threading.Thread(target=wait, daemon=True, name="mini_vllm-compile-wait").start()
+            try:
+                kind, payload = await answer
+            except asyncio.CancelledError:
+                self._discard(worker)
+                raise
+            if kind == "ok":
+                self._idle.append(worker)
+                return Compiled(payload)
+            if kind == "died":
+                self._discard(worker)
+                raise ApiError(400, f"compiling this grammar went past this server's limits ({self.cpu_seconds} s of "
+                               f"CPU time, {self.memory_bytes // 1024**2} MiB of memory): simplify the schema "
+                               "(fewer or shorter strings, smaller maxLength / maxItems)",
+                               code="grammar_too_complex")
+            self._idle.append(worker)
+            name, message = payload
+            if name == "MemoryError":
+                raise ApiError(400, f"compiling this grammar needed more than this server's limit of "
+                               f"{self.memory_bytes // 1024**2} MiB of memory: simplify the schema",
+                               code="grammar_too_complex")
+            if name == "NotImplementedError":
+                raise NotImplementedError(message)
+            raise CompileFailed(name, message)
+
+    def _spawn(self) -> _Worker:
+        worker = _Worker(self.memory_bytes)
+        with self._lock:
+            self._live.add(worker)
+        return worker
+
+    def _discard(self, worker: _Worker) -> None:
+        with self._lock:
+            self._live.discard(worker)
+        threading.Thread(target=worker.kill, daemon=True).start()  # kill and reap off the loop
+
+    def close(self) -> None:
+        """Kill every worker (the server is stopping): nothing waits for them."""
+        with self._lock:
+            live, self._live = list(self._live), set()
+        self._idle.clear()
+        for worker in live:
+            worker.kill()
+        self.decoder.close()
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            return [w.process.pid for w in self._live if w.process.pid is not None]
