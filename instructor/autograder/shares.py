@@ -1,4 +1,4 @@
-"""Fair CPU shares for students graded side by side (``make grade-batch --jobs N``).
+"""Fair CPU shares for students graded side by side (``make grade-batch ARGS="--jobs N"``).
 
 Each student's grading runs in a control group of its own with the same weight (cgroup v2
 ``cpu.weight``, or v1 ``cpu.shares`` where the machine mounts the older hierarchy, as this one
