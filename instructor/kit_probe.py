@@ -215,6 +215,11 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+class TooSlow(Exception):
+    """A candidate call ran past CALL_LIMIT_S: the candidate is dropped for this target (waiting on it for
+    every recorded call of every test would cost hours, and a kit function that slow answers nothing)."""
+
+
 def _call(function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Outcome, Any]:
     """(the call's outcome, its raw value or None), within the time limit, on copies of the arguments."""
     args, kwargs = _copied(args, kwargs)
@@ -223,7 +228,7 @@ def _call(function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
             value = function(*args, **kwargs)
         return ("ok", normalise(value)), value
     except TimeoutError:
-        return ("raise", "TimeoutError(limit)"), None
+        raise TooSlow from None
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # a candidate's failure of any kind is a disagreement
@@ -263,7 +268,10 @@ def answers(recorder: Recorder, candidates: dict[str, Any]) -> list[dict[str, st
                 size = sum(len(life) - 1 for life in calls) if is_class else len(calls)
                 if size < MIN_CALLS:
                     continue
-                agreed = agrees_on_class(candidate, calls) if is_class else agrees_on_function(candidate, calls)
+                try:
+                    agreed = agrees_on_class(candidate, calls) if is_class else agrees_on_function(candidate, calls)
+                except TooSlow:
+                    break
                 if agreed:
                     found.append({"target": target, "candidate": label, "test": test})
                     break

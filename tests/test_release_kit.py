@@ -86,3 +86,24 @@ def test_the_probe_finds_an_answer_pasted_into_the_kit(tmp_path: Path) -> None:
         wrapped(byte)
     found = answers(recorder, {"pasted: utf8_expected_len": namespace["utf8_expected_len"], "len": len})
     assert [a["candidate"] for a in found] == ["pasted: utf8_expected_len"], found
+
+
+def test_a_kit_function_that_hangs_is_dropped_not_waited_on() -> None:
+    import time
+
+    from instructor.kit_probe import CALL_LIMIT_S, Recorder, answers
+
+    recorder = Recorder("lab-03")
+    for test in ("test_a", "test_b", "test_c"):
+        recorder.test = test
+        wrapped = recorder.wrap_function("utf8_expected_len", lambda byte: 1)
+        for byte in (0x41, 0x42, 0x43):
+            wrapped(byte)
+
+    def hangs(byte: int) -> int:
+        while True:
+            pass
+
+    started = time.monotonic()
+    assert answers(recorder, {"hangs": hangs}) == []
+    assert time.monotonic() - started < 2 * CALL_LIMIT_S + 1, "one time-out drops the candidate for the target"
