@@ -122,7 +122,7 @@ def test_a_neighbour_forking_sixty_spinners_in_batch_costs_nothing(tmp_path: Pat
     out = tmp_path / "out"
     assert batch.main([str(tmp_path / "submissions"), "--out", str(out), "--labs", "03", "--jobs", "2"]) == 0
     with (out / "scores.csv").open(encoding="utf-8") as handle:
-        rows = {row["student"]: row for row in csv.DictReader(handle)}
+        rows = {row["submission"]: row for row in csv.DictReader(handle)}
     honest = json.loads((out / "honest" / "results.json").read_text(encoding="utf-8"))
     lost = [f"{t['name']}: {t['output'].splitlines()[:1]}" for t in honest["tests"] if t["score"] < t["max_score"]]
     assert not lost and rows["honest"]["total"] == rows["honest"]["max"], (

@@ -210,7 +210,7 @@ def graded_batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
     out = tmp_path_factory.mktemp("walls-batch")
     assert batch.main([str(submissions), "--out", str(out), "--labs", "03", "--jobs", "2"]) == 0
     with (out / "scores.csv").open(encoding="utf-8") as handle:
-        rows = {row["student"]: row for row in csv.DictReader(handle)}
+        rows = {row["submission"]: row for row in csv.DictReader(handle)}
     return out, rows
 
 

@@ -28,10 +28,14 @@ import pytest
 
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 
-LABS = sorted(p.name[:6] for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startswith("lab-"))
+# lab-02 is not probed: the probe's wrappers around its composed stages change what they do (the reference fails
+# four of its own thinking tests under them), so its replay would prove nothing. An open issue, not a pass.
+NOT_PROBED = {"lab-02"}
+LABS = sorted(p.name[:6] for p in LABS_DIR.iterdir()
+              if p.is_dir() and p.name.startswith("lab-") and p.name[:6] not in NOT_PROBED)
 # Answers the probe finds today, each with its reason; the test fails on any other. lab-05's and lab-06's are
 # batch tasks' oracles written as second implementations, to be replaced by a property or recorded data (then
-# delete the line here; lab-08's oracle_bytes, oracle_mask and oracle_sample are being removed the same way).
+# delete the line here; lab-08's oracle_bytes, oracle_mask and oracle_sample were removed that way).
 KNOWN_ANSWERS: dict[tuple[str, str, str], str] = {
     ("lab-05", "truncate_at_stop", "lab-05 test_lab.py: batch_answer"):
         "lab-05's tests compute task 1's expected result with a brute-force batch_answer (task 1 is worth 30)",

@@ -330,13 +330,15 @@ def test_the_parser_is_asked_only_where_a_lexeme_ends() -> None:
     parser = LarkParser(grammar)
     matcher = lab.ByteMatcher(grammar, parser)
     for byte in b'{"a": "':
-        assert matcher.feed(byte)
+        assert matcher.feed(byte), (
+            "the opening of an object and a string is JSON: the matcher must take each of its bytes")
     before = parser.calls
     mark = matcher.checkpoint()
     for byte in "東京 and more text 🫨".encode():
         assert matcher.feed(byte), "a string takes any character"
     matcher.rollback(mark)
-    assert matcher.feed(ord("x"))
+    assert matcher.feed(ord("x")), (
+        "after rolling back to the checkpoint inside the string, the string still takes any character")
     asked = parser.calls - before
     assert asked == 0, (f"inside one lexeme nothing ends, so the parser has nothing to say: feed, checkpoint and "
                         f"rollback asked it {asked} times (remember its checkpoint instead of asking)")
@@ -422,7 +424,7 @@ def test_trie_walk_prunes_dead_prefixes(text: bytes) -> None:
     grammar, vocab = grammar_of("weather"), family_vocabulary("bpe")
     inner = lab.ByteMatcher(grammar, LarkParser(grammar))
     for byte in text:
-        assert inner.feed(byte)
+        assert inner.feed(byte), "the text is valid for the grammar: the matcher must take each of its bytes"
     watched = WatchedMatcher(inner)
     lab.TrieMasker(vocab).mask(watched)
     below_dead = [p for p in watched.fed if p[:-1] not in watched.taken]
@@ -532,7 +534,8 @@ def counted_masks(schema: Any, text: bytes, family: str = "bpe") -> list[tuple[i
             masker.mask(matcher)  # a later visit: only the undecided tokens
             costs.append((sum(c.steps for c in counters) - steps, parser.pushes - pushes))
         for byte in vocab.tokens[token] or b"":
-            assert matcher.feed(byte)
+            assert matcher.feed(byte), (
+                "a token the mask allowed must be readable: the matcher must take each of its bytes")
     return costs
 
 
@@ -544,7 +547,7 @@ def test_a_mask_costs_only_the_undecided_tokens() -> None:
     parser = LarkParser(grammar)
     matcher, masker = lab.ByteMatcher(grammar, parser), lab.SplitMasker(grammar, vocab)
     for byte in b'{"city": "Tok':
-        assert matcher.feed(byte)
+        assert matcher.feed(byte), "the text is valid for the grammar: the matcher must take each of its bytes"
     masker.mask(matcher)
     split = lexer_split(grammar_of("weather"), vocab, tuple(matcher.lexer_state))
     steps, pushes = sum(c.steps for c in counters), parser.pushes
@@ -590,7 +593,8 @@ def reply_with(masked: bool, family: str = "bpe", limit: int = 200) -> bytes:
         ids.append(best)
         if matcher is not None:
             for byte in vocab.tokens[best] or b"":
-                assert matcher.feed(byte)
+                assert matcher.feed(byte), (
+                    "a token the mask allowed must be readable: the matcher must take each of its bytes")
     return b"".join(vocab.tokens[i] or b"" for i in ids)
 
 
