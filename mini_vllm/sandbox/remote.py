@@ -593,10 +593,6 @@ class RemoteLab:
         peer = self._worker.ensure()
         return peer.request("call_path", list(path), args, kwargs)
 
-    def install_probe(self, name: str) -> Any:
-        """A probe (:mod:`mini_vllm.sandbox.probes`) installed in the child's copy of the lab."""
-        return self.call_path(("__probe__",), [name], {})
-
     def restart(self) -> None:
         """The next call runs in a fresh child, so :meth:`memory_in_use` counts from a known start."""
         self._worker.stop()
