@@ -507,21 +507,22 @@ def test_cost_per_character_does_not_grow(chunk_size: int) -> None:
                                  "keep only the ambiguous suffix and the tags, never the history")
         return
     # In the grading sandbox: the same rule, measured from outside. A parser that keeps the history
-    # holds every character fed; the kernel's figure for the child's private memory shows it.
+    # holds every character fed; the kernel's figure for the grading process's memory shows it. It is
+    # counted from before the file was imported, so memory set aside early and given back later hides nothing.
+    lab.restart()
     p = parser()
     each(p.feed, [reply[start : start + chunk_size] for start in range(0, 4000, chunk_size)])
-    before = lab.memory_in_use()
     reasoning, content = "plan </thi x <tool y </ " * 2730, "answer </th z </b> " * 3450  # 64 KiB each
     fed = 0
     for part, times in ((reasoning, 96), ("</think>", 1), (content, 96)):  # 12 MiB in all
         for _ in range(0, times, 4):
             each(p.feed, [part] * min(4, times))
             fed += min(4, times) * len(part)
-            grown = lab.memory_in_use() - before
-            assert grown <= 6 * 2**20, (
-                f"after feeding {fed:,} more characters the grading process holds {grown / 2**20:.1f} MiB more "
-                "(the kernel's count of its private memory; 6 MiB allowed): keep only the ambiguous suffix and "
-                "the tags, never the history")
+            held = lab.memory_in_use()
+            assert held <= 6 * 2**20, (
+                f"after feeding {fed:,} more characters the grading process holds {held / 2**20:.1f} MiB more than "
+                "before your file was imported (the kernel's count; 6 MiB allowed): keep only the ambiguous suffix "
+                "and the tags, never the history")
 
 
 # ---------------------------------------------------------- task 2: feed, properties
