@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from mini_vllm import load_tokenizer
 from mini_vllm.labs import load_lab
-from mini_vllm.labtypes.lab08 import Vocabulary
 from mini_vllm.labtypes.lab09 import Grammar
 from mini_vllm.stack_grammar import JSON_OBJECT, grammar_size, schema_to_grammar
+from mini_vllm.testing.masks import mask_difference, mask_text
 from mini_vllm.testing.stack import (
     GuidanceGrammarOracle,
     LarkParser,
@@ -86,21 +86,6 @@ def grammar_of(name: str) -> Grammar:
 
 def names(grammar: Grammar, lexemes: Sequence[int] | frozenset[int]) -> str:
     return "{" + ", ".join(sorted(grammar.lexemes[x].name for x in lexemes)) + "}"
-
-
-def mask_text(mask: Sequence[int], vocab: Vocabulary, limit: int = 3) -> str:
-    shown = ", ".join("EOS" if i == vocab.eos_token_id else repr(vocab.tokens[i])[1:] for i in list(mask)[:limit])
-    return f"{len(mask)} tokens: {shown}{', …' if len(mask) > limit else ''}"
-
-
-def mask_difference(mine: Sequence[int], want: Sequence[int], vocab: Vocabulary) -> str:
-    extra, missing = sorted(set(mine) - set(want)), sorted(set(want) - set(mine))
-
-    def listed(ids: list[int]) -> str:
-        return ", ".join("EOS" if i == vocab.eos_token_id else f"{i} {vocab.tokens[i]!r}" for i in ids[:6]) + (
-            " …" if len(ids) > 6 else "")
-    return (f"you allow {len(extra)} it refuses ({listed(extra)}); " if extra else "") + (
-        f"you refuse {len(missing)} it allows ({listed(missing)})" if missing else "")
 
 
 # ================================================================ task 1: the parser
