@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import os
@@ -93,10 +94,22 @@ class Batch:
 # The blank starter, the canary and each lab's first variant are graded through the grading
 # sandbox, as a student's file is. The other variants are the instructor's own files and run in
 # the grading process, which is several times cheaper; `make contract-sandboxed` (or
-# COURSE_CONTRACT_SANDBOX=all) grades every one of them through the sandbox as well.
+# COURSE_CONTRACT_SANDBOX=all) grades every one of them through the sandbox as well, except a
+# variant that only tests marked in_process_only can catch (they are not graded in the sandbox).
 def through_sandbox(variant: Path) -> bool:
     first = next(v for v in VARIANTS if v.parent == variant.parent)
+    lab_dir = next(d for d in LAB_DIRS if f"lab_{lab_number(d.name)}" == variant.parent.name)
+    if set(Variant.read(variant).must_fail) <= in_process_only(lab_dir):
+        return False
     return os.environ.get("COURSE_CONTRACT_SANDBOX") == "all" or variant == first
+
+
+@functools.cache
+def in_process_only(lab_dir: Path) -> frozenset[str]:
+    """The lab's tests marked in_process_only: they count inside the lab's process, so are graded only there."""
+    tree = ast.parse((lab_dir / "test_lab.py").read_text(encoding="utf-8"))
+    return frozenset(node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+                     and any("in_process_only" in ast.unparse(d) for d in node.decorator_list))
 
 
 @functools.cache
@@ -230,6 +243,28 @@ def test_a_run_that_selects_nothing_claims_nothing() -> None:
     assert (run.results["score"], run.results["extra_data"]["max_score"], run.tests) == (0, 0, []), (
         f"zero tests selected is zero points of zero, not full marks: {run.results}")
     assert "No graded test was selected" in run.output, run.output[-600:]
+
+
+LAB_01 = next(d for d in LAB_DIRS if d.name.startswith("lab-01"))
+
+
+def test_a_test_that_counts_inside_the_lab_is_not_graded_in_the_sandbox() -> None:
+    """lab-01's cost test counts inside the lab's process: graded there, worth 0 and named as such in the sandbox."""
+    selected = ["-k", "cost_per_character or test_calls_stream_only_when_asked"]
+    sandboxed = run_lab_tests(LAB_01, {"LAB_IMPL": "solution", "LAB_SANDBOX": "1"}, args=selected)
+    names = [t["name"] for t in sandboxed.tests]
+    assert names and not [n for n in names if "cost_per_character" in n], (
+        f"results.json holds graded tests only, and the cost test is not graded in the sandbox: {names}")
+    assert sandboxed.results["score"] == sandboxed.results["extra_data"]["max_score"] > 0, sandboxed.results
+    said = ("not graded in the grading sandbox (worth 0 here): task 6 "
+            "test_cost_per_character_is_constant_inside_one_long_argument (3 cases)")
+    assert said in sandboxed.output and said in sandboxed.results["output"], sandboxed.output[-1500:]
+    assert "where code can change the count" in sandboxed.output, "the scorecard says why"
+    here = run_lab_tests(LAB_01, {"LAB_IMPL": "solution", "LAB_SANDBOX": "0"}, args=selected)
+    costs = [t for t in here.tests if "cost_per_character" in t["name"]]
+    assert len(costs) == 3 and all(t["score"] == t["max_score"] > 0 for t in costs), (
+        f"in the tests' own process the cost test is graded: {here.tests}")
+    assert "not graded in the grading sandbox" not in here.output
 
 
 def test_tests_that_never_ran_earn_no_points() -> None:

@@ -2,7 +2,8 @@
 
 It starts inside its walls (:mod:`mini_vllm.sandbox.isolation`), sets its own limits before it
 reads a line of the submission, then serves the trusted side's requests until the channel closes. The first request,
-``setup``, brings the submission's sources as text (the child never reads them from the course),
+``ready``, only answers (the trusted side then reads the child's memory before any graded code has run); the
+second, ``setup``, brings the submission's sources as text (the child never reads them from the course),
 writes them to its own ``/tmp`` and imports the lab under test.
 
 Inside, ``mini_vllm.labs.load_lab`` is replaced: a lab of the submission loads from those
@@ -189,10 +190,8 @@ class ChildLender:
     def call_path(self, path: list[str], args: list[Any], kwargs: dict[str, Any]) -> Any:
         if path == ["__setup__"]:
             return self.child.setup(*args, **kwargs)
-        if path == ["__probe__"]:
-            from mini_vllm.sandbox.probes import PROBES
-
-            return PROBES[args[0]](self.child.load_lab(self.child.lab))
+        if path == ["__ready__"]:  # nothing of the submission has run yet: the trusted side reads a baseline
+            return None
         return self.child.resolve(path)(*args, **kwargs)
 
 

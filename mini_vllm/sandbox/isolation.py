@@ -5,9 +5,10 @@
 what the list names, read-only: the system's programs and libraries (``/usr`` and its links), the
 interpreter and its installed packages (each as Python writes its path and as it resolves: an
 autograder's venv may be a link to the course's ``.venv``), and the course's engine (``mini_vllm``
-without its testing kit). Besides them: a private, empty ``/tmp`` and the child's own ``/proc``
-and ``/dev``. Nothing else of the host exists in there: no lab folder, no test, no fixture, no
-other course copy, no autograder zip, no ``/run``, ``/var``, ``/home`` or ``/root``. The child has
+without its testing kit). Besides them: a private, empty ``/tmp`` (64 MiB) and the child's own
+``/proc`` and ``/dev`` (read-only: its device nodes, no tmpfs without a size to fill). Nothing else
+of the host exists in there: no lab folder, no test, no fixture, no other course copy, no
+autograder zip, no ``/run``, ``/var``, ``/home`` or ``/root``. The child has
 its own user, IPC, network (no interface up), PID, UTS and cgroup namespaces, no capability,
 ``no_new_privs``, may make no user namespace of its own, and dies with the grader. bwrap makes
 every mount before the child's code runs, in a namespace where the child holds no capability, so
@@ -120,7 +121,7 @@ def bwrap_command(seen: list[Seen]) -> list[str]:
                "--unshare-all", "--unshare-user",  # user, IPC, network, PID, UTS and cgroup namespaces
                *(["--disable-userns"] if _bwrap_has("--disable-userns") else []),  # no user namespace of its own
                "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-               "--proc", "/proc", "--dev", "/dev",
+               "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",  # a tmpfs with no size: no writing there
                *(["--size", str(SCRATCH_BYTES)] if _bwrap_has("--size") else []), "--tmpfs", "/tmp",
                "--chdir", str(REPO)]  # python -m finds the engine here; the child then moves to /tmp
     for item in seen:  # after /tmp: a course that lives below /tmp is bound into the fresh one

@@ -1,17 +1,17 @@
-"""Instruments the tests install *inside* the graded module, where it runs.
+"""Instruments the tests install *inside* the graded module, in the tests' own process only.
 
 Some costs can only be seen from inside: lab-01's cost test counts the characters handed to the
-lab's own scanners. A probe is course code that wraps those names in the module under test and
-reports what it counted. In a graded run it is installed in the sandboxed child (the test gets
-a proxy to it); otherwise it runs in the test's own process. Either way ``undo()`` puts the
-module back as it was.
+lab's own scanners; lab-06 and lab-08 ask how much a parser or an index keeps. A probe is course
+code that wraps those names in the module under test, or walks its objects, and reports what it
+found. ``undo()`` puts the module back as it was.
 
-What a probe counts inside the child is reported by the child, so unlike a counting tokenizer
-the tests hand in (served and counted on the trusted side, mini_vllm/sandbox/served.py), it could
-be forged by a submission that goes out of its way to do so. So lab-06 reads ``Introspection``
-only where its objects live in the test's own process; in the grading sandbox it measures the
-child's memory from outside. lab-01's ``ScanCounter`` still runs in the child: its cost test
-measures an honest implementation's design, not a security boundary (a known gap).
+A probe runs where the lab's code runs, so what it reports is that code's word: code that wants to
+can change the count. So probes run only where the lab runs in the tests' own process (``make
+test``, ``LAB_SANDBOX=0``), never in the grading sandbox, and :func:`install` refuses a sandboxed
+lab. There, lab-06's and lab-08's tests measure from outside instead (the child's memory as the
+kernel counts it: ``RemoteLab.memory_in_use``), and lab-01's cost test, which has no such measure
+(a parser that re-reads keeps no more memory and sends nothing more), is not graded and the
+scorecard says so (``in_process_only`` in mini_vllm/testing/grading.py).
 """
 
 from __future__ import annotations
@@ -184,7 +184,11 @@ PROBES: dict[str, Callable[[ModuleType], Any]] = {"ScanCounter": ScanCounter, "I
 
 
 def install(lab: Any, name: str) -> Any:
-    """Install probe ``name`` in ``lab`` (a module here, or a sandboxed lab): an object with ``snapshot``, ``undo``."""
-    if isinstance(lab, ModuleType):
-        return PROBES[name](lab)
-    return lab.install_probe(name)
+    """Install probe ``name`` in ``lab``, a module of this process: an object with ``snapshot``, ``undo``.
+
+    A lab in the grading sandbox is refused: a probe there would report what the graded code lets it.
+    """
+    if not isinstance(lab, ModuleType):
+        raise TypeError(f"probes run only in the tests' own process, not in the grading sandbox ({lab!r}): "
+                        "measure from outside, or mark the test in_process_only")
+    return PROBES[name](lab)

@@ -301,6 +301,7 @@ class Worker:
         self._start_lock = threading.RLock()
         self.scratch: str | None = None
         self.uid: int | None = None
+        self.memory_at_start = 0  # what the child held before the submission was imported (memory_held, bytes)
 
     # ------------------------------------------------------------------ life
 
@@ -314,6 +315,8 @@ class Worker:
             self._spawn()
             assert self.peer is not None
             try:
+                self.peer.request("call_path", ["__ready__"], [], {})
+                self.memory_at_start = memory_held(self.process.pid) if self.process else 0
                 env = {k: v for k, v in os.environ.items() if k.startswith(("HYPOTHESIS", "LAB_IMPL"))}
                 self.peer.request("call_path", ["__setup__"],
                                   [self.number, self.sources, self.references, sorted(self.served),
@@ -436,7 +439,7 @@ class Worker:
 
         The same for every call of the run: a call that ran out before gets no less the next time.
         """
-        if label == "__setup__":
+        if label in ("__setup__", "__ready__"):
             return Budget.of(SETUP_BUDGET_S)
         return call_budget(self.number).plus(PER_BATCHED_CALL_S * (calls - 1))
 
@@ -479,7 +482,7 @@ class Worker:
         finally:
             if self.output_size:
                 self._show_output()
-        if label != "__setup__":  # importing has its own budget
+        if label not in ("__setup__", "__ready__"):  # starting has its own budget
             cost = _costs.setdefault(self.number, CallCosts())
             cost.add(label, self.last_cpu_s)
             if self.peer is not None:
@@ -520,9 +523,18 @@ class Worker:
         self.stop()
 
 
-def _private_memory(root: int) -> int:
-    """The sum of ``RssAnon`` over ``root`` and its descendants (the kernel's own tree and figures)."""
+def memory_held(root: int) -> int:
+    """Bytes of memory the process ``root`` and its descendants hold, as the kernel reports them.
+
+    Their anonymous and shared pages (``RssAnon``, ``RssShmem``: what a heap or a shared mapping
+    touched), the files in their own ``/tmp`` (a tmpfs: memory too, and one a process can write to
+    keep pages out of its own figures) and any memory file one holds open (``memfd_create``). Read
+    here from ``/proc``, never asked of the child.
+    """
     total, pending, seen = 0, [root], set()
+    devices: set[int] = set()
+    files: set[tuple[int, int]] = set()
+    host_tmp = os.stat("/tmp").st_dev
     while pending:
         pid = pending.pop()
         if pid in seen:
@@ -530,8 +542,23 @@ def _private_memory(root: int) -> int:
         seen.add(pid)
         with contextlib.suppress(OSError, ValueError):
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("RssAnon:"):
+                if line.startswith(("RssAnon:", "RssShmem:")):
                     total += int(line.split()[1]) * 1024
+        with contextlib.suppress(OSError):  # a /tmp of its own (bubblewrap's), not the host's seen again
+            scratch = f"/proc/{pid}/root/tmp"
+            device = os.stat(scratch).st_dev
+            if device != host_tmp and device not in devices:
+                devices.add(device)
+                used = os.statvfs(scratch)
+                total += (used.f_blocks - used.f_bfree) * used.f_frsize
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                        found = os.stat(f"/proc/{pid}/fd/{fd}")
+                        if (found.st_dev, found.st_ino) not in files:
+                            files.add((found.st_dev, found.st_ino))
+                            total += found.st_blocks * 512
         with contextlib.suppress(OSError):
             for task in os.listdir(f"/proc/{pid}/task"):
                 with contextlib.suppress(OSError, ValueError):
@@ -566,18 +593,20 @@ class RemoteLab:
         peer = self._worker.ensure()
         return peer.request("call_path", list(path), args, kwargs)
 
-    def install_probe(self, name: str) -> Any:
-        """A probe (:mod:`mini_vllm.sandbox.probes`) installed in the child's copy of the lab."""
-        return self.call_path(("__probe__",), [name], {})
+    def restart(self) -> None:
+        """The next call runs in a fresh child, so :meth:`memory_in_use` counts from a known start."""
+        self._worker.stop()
 
     def memory_in_use(self) -> int:
-        """Bytes of private memory the child and everything it started hold, as the kernel reports it.
+        """Bytes the child holds beyond what it held before the submission was imported (:func:`memory_held`).
 
-        Read here from ``/proc``, never asked of the child: a test that bounds what graded code keeps
-        measures it from outside, where graded code cannot change the figure.
+        Read here from ``/proc``, never asked of the child, and counted from before any of the graded
+        code ran: memory that code set aside earlier and gives back later (to hide what it keeps) is
+        counted while it is held. A test that bounds what graded code keeps calls :meth:`restart`
+        first and bounds this figure, not a difference of two readings.
         """
         process = self._worker.process
-        return 0 if process is None else _private_memory(process.pid)
+        return 0 if process is None else max(0, memory_held(process.pid) - self._worker.memory_at_start)
 
     @property
     def import_error(self) -> str | None:

@@ -2,7 +2,11 @@
 
 Enabled by the ``--grade results.json`` option (``make grade`` does this). Each graded test
 carries ``@pytest.mark.task(n)`` (optionally ``points=k``); the test module's ``TASKS``
-dict names the tasks. Tests marked ``control`` prove a bug exists and are not graded.
+dict names the tasks. Tests marked ``control`` prove a bug exists and are not graded. A test
+marked ``in_process_only(why)`` counts something only the lab's own process can see: where the
+lab runs in the grading sandbox it is not graded (its task's weight goes to the task's other
+tests), and the scorecard names it and says why; where the lab runs in the tests' process
+(``make test``) it is graded as usual.
 
 What a lab and a task are worth is the course's policy (``grading.toml``, read by
 :mod:`mini_vllm.testing.policy`): a task's weight is shared by its tests in proportion to their
@@ -22,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from mini_vllm.labs import RECOMMENDED_ORDER, describe_choice, lab_number
+from mini_vllm.labs import RECOMMENDED_ORDER, describe_choice, lab_number, sandboxed
 from mini_vllm.testing.gradescope import printable, write_results
 from mini_vllm.testing.policy import PolicyError, load_policy, test_id
 from mini_vllm.testing.trace import FIRST_WRONG_STEP
@@ -47,6 +51,15 @@ class GradedTest:
 
 
 @dataclass
+class NotGraded:
+    """A test left out of this run's grade: it counts inside the lab's process, and the lab runs sandboxed."""
+
+    task: int
+    why: str
+    cases: int = 0
+
+
+@dataclass
 class Grader:
     """Scores only the tests that ran: a test that ``-k`` deselected or ``-x`` never reached earns nothing.
 
@@ -62,6 +75,8 @@ class Grader:
     # the ones a -k happened to select.
     deselected_points: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
     started: float = field(default_factory=time.monotonic)
+    # Per lab, by test name: tests that count inside the lab's process, so are not graded where it runs sandboxed.
+    not_graded: dict[str, dict[str, NotGraded]] = field(default_factory=lambda: defaultdict(dict))
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # A results file left by an earlier run must never be read as this run's: if this run
@@ -83,6 +98,10 @@ class Grader:
             lab = _lab_of(item)
             control = item.get_closest_marker("control") is not None
             if lab is None or (marker is None and not control):
+                continue
+            why = _not_graded_here(item)
+            if why is not None and marker is not None:
+                self.not_graded[lab].setdefault(item.name.split("[")[0], NotGraded(int(marker.args[0]), why)).cases += 1
                 continue
             task = int(marker.args[0]) if marker else 0
             points = int(marker.kwargs.get("points", 1)) if marker and not control else 0
@@ -183,6 +202,10 @@ class Grader:
                     lines.append(f"           first failure: {failed[0].name}")
                     for label, line in zip(("hint", "at"), failed[0].hint, strict=False):
                         lines.append(f"           {label}: {_shorten(line)}")
+            for name, left_out in self.not_graded.get(lab, {}).items():
+                cases = f" ({left_out.cases} cases)" if left_out.cases != 1 else ""
+                lines.append(f"  not graded in the grading sandbox (worth 0 here): task {left_out.task} {name}{cases}")
+                lines.append(f"           why: {left_out.why}")  # the course's words, not the student's
         lines.append("")
         if summary:
             lines.append(summary)
@@ -268,7 +291,17 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 
 def _is_graded(item: pytest.Item) -> bool:
-    return item.get_closest_marker("task") is not None and item.get_closest_marker("control") is None
+    return (item.get_closest_marker("task") is not None and item.get_closest_marker("control") is None
+            and _not_graded_here(item) is None)
+
+
+def _not_graded_here(item: pytest.Item) -> str | None:
+    """Why ``item`` is not graded in this run: it counts inside the lab's process, and the lab runs sandboxed."""
+    marker = item.get_closest_marker("in_process_only")
+    lab = _lab_of(item)
+    if marker is None or lab is None or not sandboxed(lab):
+        return None
+    return str(marker.args[0]) if marker.args else "it counts inside the lab's own process"
 
 
 def _lab_of(item: pytest.Item) -> str | None:

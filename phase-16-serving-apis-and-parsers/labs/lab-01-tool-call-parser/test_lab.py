@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -935,6 +936,13 @@ def test_arguments_stream_as_they_are_written_and_are_never_taken_back(reply: Wr
 # characters handed to the scanners (find_end_tag, CallReader.feed, parse_call) and to any
 # regular expression that the lab's code runs, like lab-04 counts the ids passed to decode.
 # (A plain str method such as find() over the whole body cannot be counted; don't.)
+# That count is taken inside the lab's own process (mini_vllm/sandbox/probes.py), where the code
+# under test could change it, and nothing outside that process shows the work: a parser that
+# re-reads keeps no more memory and sends nothing more. So it is graded where the lab runs in the
+# tests' own process (make test, LAB_SANDBOX=0) and not graded in the grading sandbox, whose scorecard says so.
+NOT_GRADED_IN_THE_SANDBOX = ("it counts the characters your code scans inside its own process, where code can change "
+                             "the count; it still runs there: LAB_SANDBOX=0 .venv/bin/python -m pytest "
+                             "phase-16-serving-apis-and-parsers/labs/lab-01-tool-call-parser -k cost")
 
 def long_call(size: int, name_first: bool = True) -> tuple[str, str]:
     """A reply with one call whose argument is ``size`` characters of CJK, emoji, quotes and braces."""
@@ -947,13 +955,16 @@ def long_call(size: int, name_first: bool = True) -> tuple[str, str]:
 
 
 @pytest.mark.task(6)
+@pytest.mark.in_process_only(NOT_GRADED_IN_THE_SANDBOX)
 @pytest.mark.parametrize(("size", "chunk", "name_first"),
                          [(20_000, 1, True), (300_000, 1009, True), (20_000, 1, False)],
                          ids=["20k-by-1", "300k-by-1009", "arguments-first-20k-by-1"])
 def test_cost_per_character_is_constant_inside_one_long_argument(size: int, chunk: int, name_first: bool) -> None:
+    if not isinstance(lab, ModuleType):
+        pytest.skip(f"not graded in the grading sandbox: {NOT_GRADED_IN_THE_SANDBOX}")
     text, arguments_text = long_call(size, name_first)
     chunks = [text[i : i + chunk] for i in range(0, len(text), chunk)]
-    counter = install_probe(lab, "ScanCounter")  # counts inside the module under test (mini_vllm/sandbox/probes.py)
+    counter = install_probe(lab, "ScanCounter")  # counts inside the module under test
     try:
         check_cost_inside_one_long_argument(counter, chunks, arguments_text)
     finally:

@@ -1,13 +1,18 @@
 """Lab 05 tests: stop strings over streamed text.
 
 Run against your code:  make lab-05
-Every expected value comes from a brute-force reading of the rule written in this file,
-never from your own code. Feed tests never call ``flush`` and flush tests never depend on
-how much ``feed`` held back, so a bug costs points only in the task that has it.
+The batch rule is checked as properties that leave one answer possible (``stop_problem``),
+examples are answered by hand, and what must be held is the longest suffix that could still
+become a stop, read from the whole text fed so far: no test here computes your task 1's
+answer, and none takes its verdict from your code. A stream is held to the same properties,
+so a bug in task 1 costs task-1 points only; a table's expected column at the stop shows
+your own ``truncate_at_stop``'s answer only where those properties accept it. Feed tests
+never call ``flush`` and flush tests never depend on how much ``feed`` held back.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -33,24 +38,43 @@ TASKS = {
 }
 
 
-# ------------------------------------------------------------------ the oracle
+# ------------------------------------------------------------------ the rule, as properties
+# Nothing in this file computes truncate_at_stop's answer: that is task 1, and no answer ships with the
+# tests. The rule is checked as properties that together leave exactly one answer possible, and a stream
+# is checked against the same properties, so a bug in task 1 costs points in task 1 only.
 
 
-def brute_force_stop(text: str, stops: Sequence[str]) -> tuple[int, int, str] | None:
-    """The rule, read literally: scan end positions left to right; at the first end where
-    some stop finishes, the longest such stop (it starts earliest) wins."""
-    for end in range(1, len(text) + 1):
-        finishing = [s for s in stops if text[:end].endswith(s)]
-        if finishing:
-            s = max(finishing, key=len)
-            return end - len(s), end, s
+def stop_problem(text: str, stops: Sequence[str], include: bool, got: tuple[str, str | None]) -> str | None:
+    """Which property of the batch rule ``got`` breaks as ``truncate_at_stop(text, stops, include)``, or None.
+
+    With no stop in the text, the answer is the whole text and no stop. Otherwise it names a stop that
+    occurs and cuts the text before it (after it, when included); no stop ends before that one does,
+    and no longer stop ends at the same place (it would start earlier). One answer has all of these.
+    """
+    shown, reason = got
+    setting = f"in {quote(text)} with stops {show_stops(stops)}" + (", stop included" if include else "")
+    occurring = [s for s in stops if s in text]
+    if not occurring:
+        if (shown, reason) == (text, None):
+            return None
+        return f"no stop occurs {setting}: the answer is the whole text and no stop, got ({quote(shown)}, {reason!r})"
+    if not isinstance(reason, str) or reason not in stops:
+        return (f"{quote(occurring[0])} occurs {setting}: the reply stops, and the stop reason is the stop that ends "
+                f"first; got stop {reason!r}")
+    cut = shown if include else shown + reason
+    if not isinstance(shown, str) or not text.startswith(cut) or not cut.endswith(reason):
+        where = "the text up to and including the stop" if include else "the text before the stop"
+        return f"the answer with stop {quote(reason)} is {where}, as written {setting}; got {quote(str(shown))}"
+    end = len(cut)
+    earlier = next((s for s in stops if s in text[: end - 1]), None)
+    if earlier is not None:
+        return (f"{quote(earlier)} ends at {text.find(earlier) + len(earlier)}, before {quote(reason)} ends at {end} "
+                f"{setting}: the first stop is the one whose occurrence ends earliest, whatever the list order")
+    longer = next((s for s in stops if len(s) > len(reason) and cut.endswith(s)), None)
+    if longer is not None:
+        return (f"{quote(longer)} and {quote(reason)} both end at {end} {setting}: of stops ending together the one "
+                "that starts earliest (the longer) wins")
     return None
-
-
-def batch_answer(text: str, stops: Sequence[str], include: bool = False) -> tuple[str, str | None]:
-    """What ``truncate_at_stop`` must return, from the brute-force rule."""
-    found = brute_force_stop(text, stops)
-    return (text, None) if found is None else (text[: found[1] if include else found[0]], found[2])
 
 
 def longest_partial_stop(text: str, stops: Sequence[str]) -> str:
@@ -59,12 +83,40 @@ def longest_partial_stop(text: str, stops: Sequence[str]) -> str:
         len(text) - start < len(s) and s.startswith(text[start:]) for s in stops)), "")
 
 
-def shown_by_now(fed: str, stops: Sequence[str], include: bool = False) -> str:
-    """Everything a perfect checker has shown after being fed ``fed`` (before any flush)."""
-    answer, reason = batch_answer(fed, stops, include)
-    if reason is not None or include:  # stopped, or nothing needs withholding
-        return answer
-    return fed[: len(fed) - len(longest_partial_stop(fed, stops))]
+def due_by_now(fed: str, stops: Sequence[str], include: bool = False) -> str | None:
+    """Everything a perfect checker has shown after ``fed`` while no stop occurs in it (before any flush):
+    all but the part that could still become a stop. None once a stop occurs: then the stream has stopped,
+    and what it showed is the batch answer of ``fed``, checked by :func:`stop_problem`."""
+    if any(s in fed for s in stops):
+        return None
+    return fed if include else fed[: len(fed) - len(longest_partial_stop(fed, stops))]
+
+
+def stream_problem(fed: str, stops: Sequence[str], include: bool, shown: str, checker: Any) -> str | None:
+    """Which rule the stream breaks after being fed ``fed`` (no flush), having shown ``shown``, or None."""
+    due = due_by_now(fed, stops, include)
+    if due is None:
+        if not checker.stopped:
+            return f"a stop occurs in what was fed, {quote(fed)}: the checker must have stopped (stopped=True)"
+        return stop_problem(fed, stops, include, (shown, checker.stop_reason))
+    if checker.stopped:
+        return f"no stop occurs in what was fed, {quote(fed)}, yet the checker stopped ({checker.stop_reason!r})"
+    if shown != due:
+        return f"after {quote(fed)} the text shown must be {quote(due)}, all but what could still become a stop"
+    return None
+
+
+def stopped_answer(fed: str, stops: Sequence[str], include: bool) -> str | None:
+    """For a table's expected column once a stop occurs in ``fed``: the text shown by then, which is the
+    batch answer, taken from your own task-1 ``truncate_at_stop`` only when the rule's properties accept it
+    (then it is the one answer the rule allows); None, "no oracle", when they do not. Your task-1 function
+    never decides a task-2 test."""
+    try:
+        got = lab.truncate_at_stop(fed, list(stops), include)
+        answer = (got[0], got[1])
+    except Exception:  # task 1 unfinished or wrong: this row has no oracle
+        return None
+    return answer[0] if stop_problem(fed, stops, include, answer) is None else None
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -77,22 +129,48 @@ def feed_all(chunks: Sequence[str], stops: Sequence[str], include: bool = False)
 
 
 def feed_trace(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> list[Step]:
-    """Each feed beside what a perfect checker shows at that step."""
+    """Each feed beside what the rule shows at that step (for a failure's table: a new checker, the same chunks)."""
     checker = lab.StopStringChecker(list(stops), include_stop_str_in_output=include)
-    steps, fed = [], ""
+    steps, fed, before, answer = [], "", "", ""
+    stopped_at: str | None = None  # the fed text in which a stop first occurs
     for chunk in chunks:
-        before = shown_by_now(fed, stops, include)
         fed += chunk
-        steps.append(Step("feed", chunk, checker.feed(chunk), shown_by_now(fed, stops, include)[len(before):]))
+        emitted = checker.feed(chunk)
+        now = due_by_now(fed, stops, include)
+        if now is None:
+            if stopped_at is None:
+                stopped_at, answer = fed, stopped_answer(fed, stops, include)
+            now = answer  # a stop that occurred stays the first one: the answer does not change after it
+        due = now[len(before) :] if before is not None and now is not None and now.startswith(before) else None
+        steps.append(Step("feed", chunk, emitted, due))
+        before = now
     return steps
 
 
 def check_feeds(chunks: Sequence[str], stops: Sequence[str], rule: str, include: bool = False) -> None:
-    """Every feed shows exactly what the rule allows at that step; ``rule`` says which rule."""
-    steps = feed_trace(chunks, stops, include)
-    setting = f"stops {show_stops(stops)}" + (", include_stop_str_in_output" if include else "")
-    if any(s.emitted != s.expected for s in steps):
-        pytest.fail(format_trace(steps, f"{rule} ({setting})"))
+    """After every feed the stream shows exactly what the rule allows; ``rule`` says which rule the test is about."""
+    checker = lab.StopStringChecker(list(stops), include_stop_str_in_output=include)
+    fed = shown = ""
+    for chunk in chunks:
+        fed += chunk
+        shown += checker.feed(chunk)
+        problem = stream_problem(fed, stops, include, shown, checker)
+        if problem is not None:
+            setting = f"stops {show_stops(stops)}" + (", include_stop_str_in_output" if include else "")
+            pytest.fail(format_trace(feed_trace(chunks, stops, include), f"{rule} ({setting}): {problem}"))
+
+
+def whole_table(chunks: Sequence[str], stops: Sequence[str], step: int) -> str:
+    """The stream's table for a failure found after chunk ``step`` (counted from 1)."""
+    return format_trace(feed_trace(chunks, stops), f"the stream, chunk by chunk, with stops {show_stops(stops)}",
+                        focus=step - 1)
+
+
+def as_pair(got: object) -> tuple[str, str | None]:
+    """truncate_at_stop's result as a pair, or a failure that says it must be one."""
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        pytest.fail(f"truncate_at_stop returns a pair (text, stop or None), got {got!r}")
+    return got[0], got[1]
 
 
 def show_stops(stops: Sequence[str]) -> str:
@@ -101,23 +179,25 @@ def show_stops(stops: Sequence[str]) -> str:
 
 # --------------------------------------------------------------- task 1: the batch rule
 
+# (text, stops, the answer): each answer written by hand from the README's rule
 TRUNCATE_EXAMPLES = {
-    "stop-mid-text": ("Hello world. STOP and more", ["STOP"]),
-    "no-stop": ("no stop here", ["STOP"]),
-    "stop-first": ("STOP at once", ["STOP"]),
-    "earliest-end-not-list-order": ("abc", ["abc", "b"]),  # "b" ends first, though "abc" is listed first
-    "ends-first-wins": ("xabcd", ["bcd", "abc"]),  # "abc" ends at 4, "bcd" at 5
-    "tie-earlier-start": ("xabc", ["bc", "abc"]),  # both end at 4: the earlier start wins
-    "bare-string": ("the end", "end"),  # a bare string is one stop
-    "emoji-stop": ("a 🫨! b", ["🫨!"]),
-    "no-stops": ("anything", []),
+    "stop-mid-text": ("Hello world. STOP and more", ["STOP"], ("Hello world. ", "STOP")),
+    "no-stop": ("no stop here", ["STOP"], ("no stop here", None)),
+    "stop-first": ("STOP at once", ["STOP"], ("", "STOP")),
+    "earliest-end-not-list-order": ("abc", ["abc", "b"], ("a", "b")),  # "b" ends first, though "abc" is listed first
+    "ends-first-wins": ("xabcd", ["bcd", "abc"], ("x", "abc")),  # "abc" ends at 4, "bcd" at 5
+    "tie-earlier-start": ("xabc", ["bc", "abc"], ("x", "abc")),  # both end at 4: the earlier start wins
+    "bare-string": ("the end", "end", ("the ", "end")),  # a bare string is one stop
+    "emoji-stop": ("a 🫨! b", ["🫨!"], ("a ", "🫨!")),
+    "no-stops": ("anything", [], ("anything", None)),
 }
 
 
 @pytest.mark.task(1)
-@pytest.mark.parametrize(("text", "stops"), TRUNCATE_EXAMPLES.values(), ids=TRUNCATE_EXAMPLES.keys())
-def test_truncate_at_stop_examples(text: str, stops: str | list[str]) -> None:
-    expected = batch_answer(text, [stops] if isinstance(stops, str) else stops)
+@pytest.mark.parametrize(("text", "stops", "expected"), TRUNCATE_EXAMPLES.values(), ids=TRUNCATE_EXAMPLES.keys())
+def test_truncate_at_stop_examples(text: str, stops: str | list[str], expected: tuple[str, str | None]) -> None:
+    assert stop_problem(text, [stops] if isinstance(stops, str) else stops, False, expected) is None, (
+        "the test's own table disagrees with the rule's properties")
     got = lab.truncate_at_stop(text, stops)
     assert got == expected, (
         f"truncate_at_stop({quote(text)}, {stops!r}) returned {got!r}, expected {expected!r}: "
@@ -157,12 +237,10 @@ stop_lists = st.lists(st.text(ALPHABET, min_size=1, max_size=4), min_size=1, max
 @pytest.mark.task(1)
 @given(st.text(ALPHABET, max_size=30), stop_lists, st.booleans())
 def test_truncate_follows_the_rule_for_any_text(text: str, stops: list[str], include: bool) -> None:
-    expected = batch_answer(text, stops, include)
-    got = lab.truncate_at_stop(text, stops, include)
-    assert got == expected, (
-        f"truncate_at_stop({quote(text)}, {show_stops(stops)}, include={include}) returned {got!r}, "
-        f"expected {expected!r}: the first stop is the one that ends earliest"
-    )
+    got = as_pair(lab.truncate_at_stop(text, stops, include))
+    problem = stop_problem(text, stops, include, got)
+    assert problem is None, f"{problem}: truncate_at_stop({quote(text)}, {show_stops(stops)}, include={include}) " \
+                            f"returned {got!r}"
 
 
 # ------------------------------------------------------------ task 2: feed, examples
@@ -307,12 +385,12 @@ def test_streaming_equals_batch_for_any_chunking(text: str, stops: list[str], cu
                                                  include: bool) -> None:
     chunks = split_at(text, cuts)
     shown, checker = feed_all(chunks, stops, include)
-    expected, reason = batch_answer(text, stops, include)
     so_far = "".join(shown) + ("" if checker.stopped else checker.held_text)
-    assert (so_far, checker.stop_reason) == (expected, reason), format_trace(
+    problem = stop_problem(text, stops, include, (so_far, checker.stop_reason))
+    assert problem is None, format_trace(
         feed_trace(chunks, stops, include),
-        f"shown + held after the last chunk should be {quote(expected)} (stop {reason!r}), the batch answer; got "
-        f"{quote(so_far)} (stop {checker.stop_reason!r})")
+        f"shown + held after the last chunk must be the batch answer, {quote(so_far)} (stop "
+        f"{checker.stop_reason!r}) is not: {problem}")
 
 
 @pytest.mark.task(2)
@@ -327,17 +405,17 @@ def test_no_stop_ever_leaks_and_held_text_is_exactly_the_ambiguous_suffix(text: 
         fed += chunk
         shown += checker.feed(chunk)
         must_hold = longest_partial_stop(fed, stops)
-        table = format_trace(feed_trace(chunks, stops), f"the stream, chunk by chunk, with stops {show_stops(stops)}",
-                             focus=step - 1)
+        table = functools.partial(whole_table, chunks, stops, step)  # built only for a failure's message
+
         assert not any(s in shown for s in stops), (
-            f"a stop string must never reach the user: after chunk {step} you have shown {quote(shown)}\n{table}")
+            f"a stop string must never reach the user: after chunk {step} you have shown {quote(shown)}\n{table()}")
         if checker.stopped:
             break
         assert checker.held_text == must_hold, hold_problem(fed, checker.held_text, must_hold, "a stop string") \
-            + f"\n{table}"
+            + f"\n{table()}"
         assert shown + checker.held_text == fed, (
             f"what is shown plus what is held must be everything fed so far ({quote(fed)}): after chunk {step} you "
-            f"have shown {quote(shown)} and hold {quote(checker.held_text)}\n{table}")
+            f"have shown {quote(shown)} and hold {quote(checker.held_text)}\n{table()}")
 
 
 @pytest.mark.task(2)
@@ -457,10 +535,12 @@ def test_a_token_costs_no_more_than_the_longest_stop_however_many_stops() -> Non
             f"per chunk, 8 per stop per character fed). Testing every length of every stop again on each chunk "
             f"costs a stop's length squared per token: keep, per stop, how much of it the text ends with, and move "
             f"that count a character at a time")
-        assert shown == shown_by_now(fed, plain), (
+        problem = stream_problem(fed, plain, False, shown, checker)
+        assert problem is None, (
             f"after {number} chunks the text shown must be exactly what the rule allows (the count only means "
             f"something for a checker that is right): read the stops by indexing, slicing or their own methods, as "
-            f"these are counted; a str function handed a stop (text.endswith(stop)) reads what the count cannot see")
+            f"these are counted; a str function handed a stop (text.endswith(stop)) reads what the count cannot see. "
+            f"{problem}")
 
 
 # -------------------------------------------------------------------- task 3: flush

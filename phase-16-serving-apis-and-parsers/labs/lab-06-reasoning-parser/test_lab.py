@@ -1,9 +1,12 @@
 """Lab 06 tests: reasoning and content out of a streamed reply.
 
 Run against your code:  make lab-06
-Every expectation comes from `rule_split` and `must_hold` below: a character-by-character
-reading of the README's rule, written here, not in the lab. The batch function is held
-to it for any text, and the streaming parser for any text cut in any way.
+The batch rule is checked as properties that leave one answer possible (``split_problem``),
+and what must be held is read from the whole text fed so far (``must_hold``); examples are
+answered by hand. No test here computes your task 1's answer, and none takes its verdict
+from your code. The streaming parser is held to the same properties for any text cut in any
+way, so a bug in task 1 costs task-1 points only; a table's "the rule says" column shows
+your own ``split_reasoning``'s answer only where those properties accept it.
 """
 
 from __future__ import annotations
@@ -42,38 +45,69 @@ START, END, TOOL = "<think>", "</think>", "<tool_call>"
 DEFAULT_TAGS: tuple[str, ...] = (TOOL,)
 
 
-# ------------------------------------------------------------------ the rule, read literally
+# ------------------------------------------------------------------ the rule, as properties
+# Nothing in this file computes split_reasoning's answer: that is task 1, and no answer ships with the
+# tests. The batch rule is checked as properties that together leave exactly one answer possible.
 
 
-def rule_split(text: str, starts_in_reasoning: bool = False,
-               implicit: Sequence[str] = DEFAULT_TAGS) -> tuple[str, str]:
-    """The batch rule, one character at a time."""
-    i, reasoning, opened = 0, "", starts_in_reasoning
-    if not starts_in_reasoning:
-        first = 0
-        while first < len(text) and text[first].isspace():
-            first += 1
-        if text.startswith(START, first):  # otherwise all of it, whitespace included, is content
-            i, opened = first + len(START), True
-    if opened:
-        while True:
-            if i == len(text):
-                return reasoning, ""  # the thought never ended
-            if text.startswith(END, i):
-                i += len(END)  # consumed
-                break
-            if any(text.startswith(tag, i) for tag in implicit):
-                break  # kept: it begins the content
-            reasoning += text[i]
-            i += 1
-    content = ""
-    while i < len(text):
-        if text.startswith(END, i):
-            i += len(END)  # a duplicated (or stray) end tag never reaches the user
-        else:
-            content += text[i]
-            i += 1
-    return reasoning, content
+def split_problem(text: str, starts_in_reasoning: bool, implicit: Sequence[str], got: tuple[str, str]) -> str | None:
+    """Which property of the batch rule ``got`` breaks as ``split_reasoning(text, ...)``, or None.
+
+    A reply that does not open a thought (whitespace, then ``<think>``) is all answer. Otherwise the
+    thought is what follows the opening (the whole reply, when the template wrote ``<think>``) up to the
+    first end tag, in which no end tag starts; ``</think>`` is consumed, an implicit end tag begins the
+    answer. The answer is the rest, with each ``</think>`` the model wrote removed once (str.replace).
+    """
+    reasoning, content = got
+    if not (isinstance(reasoning, str) and isinstance(content, str)):
+        return f"split_reasoning returns two strings (reasoning, content), got {got!r}"
+    setting = f"(starts_in_reasoning={starts_in_reasoning}, implicit_end_tags={tuple(implicit)})"
+    if starts_in_reasoning:
+        body = text
+    else:
+        opened = text.lstrip()
+        if not opened.startswith(START):
+            if (reasoning, content) == ("", text.replace(END, "")):
+                return None
+            return (f"{quote(text)} does not open a thought (only whitespace may come before <think>): all of it is "
+                    f"the answer, with each </think> removed, {setting}; got {both(reasoning, content)}")
+        body = opened[len(START) :]
+    tags = (END, *implicit)
+    if not body.startswith(reasoning):
+        return (f"the reasoning is the thought as written, from after <think> up to its first end tag {setting}; "
+                f"{quote(reasoning)} is not how the thought {quote(body[:60])} begins")
+    inside = next((tag for tag in tags if -1 < body.find(tag) < len(reasoning)), None)
+    if inside is not None:
+        return (f"the thought ends at its first end tag, but the reasoning {quote(reasoning)} runs past "
+                f"{quote(inside)} {setting}")
+    rest = body[len(reasoning) :]
+    if not rest:
+        if content:
+            return (f"a thought that never ends is all reasoning: nothing is the answer {setting}; "
+                    f"got {both(reasoning, content)}")
+        return None
+    ending = next((tag for tag in tags if rest.startswith(tag)), None)
+    if ending is None:
+        return (f"the thought ends only at an end tag ({', '.join(map(quote, tags))}), but the reasoning stops before "
+                f"{quote(rest[:20])} {setting}")
+    after = rest[len(END) :] if ending == END else rest  # </think> is consumed; an implicit end begins the answer
+    if content != after.replace(END, ""):
+        kept = "is consumed" if ending == END else "stays, it begins the answer"
+        return (f"after the thought ends at {quote(ending)} (which {kept}), the answer is the rest as written with "
+                f"each </think> removed once, {quote(after.replace(END, ''))}, {setting}; got {quote(content)}")
+    return None
+
+
+def accepted_split(text: str, starts_in_reasoning: bool, implicit: Sequence[str]) -> tuple[str, str] | None:
+    """For a table's "the rule says" column: your own task-1 ``split_reasoning`` of ``text``, only when the
+    rule's properties accept it (then it is the one answer the rule allows); None, "no oracle", otherwise.
+    It never decides a test."""
+    try:
+        got = lab.split_reasoning(text, starts_in_reasoning=starts_in_reasoning, implicit_end_tags=tuple(implicit))
+        answer = (got[0], got[1])
+    except Exception:  # task 1 unfinished or wrong: this row has no oracle
+        return None
+    return answer if split_problem(text, starts_in_reasoning, implicit, answer) is None else None
 
 
 def could_become(rest: str, tags: Sequence[str]) -> bool:
@@ -140,23 +174,29 @@ def trace(rule: str, chunks: Sequence[str], starts_in_reasoning: bool = False,
     """``rule`` (the sentence that broke), then the stream step by step: what the parser showed
     (R = reasoning, C = content, and what it held) against what the rule shows and holds."""
     p = parser(starts_in_reasoning, implicit)
-    steps, fed, before = [], "", ("", "")
+    steps, fed = [], ""
+    before: tuple[str, str] | None = ("", "")
     for chunk in chunks:
         fed += chunk
         delta = p.feed(chunk)
         held = must_hold(fed, starts_in_reasoning, implicit)
-        now = rule_split(fed[: len(fed) - len(held)], starts_in_reasoning, implicit)
-        want = (now[0][len(before[0]) :], now[1][len(before[1]) :])
+        now = accepted_split(fed[: len(fed) - len(held)], starts_in_reasoning, implicit)
         steps.append(Step("feed", chunk, both(delta.reasoning, delta.content) + f" held[{p.held_text}]",
-                          both(*want) + f" held[{held}]"))
+                          _since(before, now, f" held[{held}]")))
         before = now
     if with_finish:
         last = p.finish()
-        whole = rule_split(fed, starts_in_reasoning, implicit)
         steps.append(Step("finish", "", both(last.reasoning, last.content) + f" held[{p.held_text}]",
-                          both(whole[0][len(before[0]) :], whole[1][len(before[1]) :]) + " held[]"))
+                          _since(before, accepted_split(fed, starts_in_reasoning, implicit), " held[]")))
     setting = f"(starts_in_reasoning={starts_in_reasoning}, implicit_end_tags={tuple(implicit)})"
     return format_trace(steps, f"{rule}\n{setting}", ("shown", "the rule says"))
+
+
+def _since(before: tuple[str, str] | None, now: tuple[str, str] | None, held: str) -> str | None:
+    """What a step adds to each channel, from the answers before and after it (None where either is unknown)."""
+    if before is None or now is None or not (now[0].startswith(before[0]) and now[1].startswith(before[1])):
+        return None
+    return both(now[0][len(before[0]) :], now[1][len(before[1]) :]) + held
 
 
 def characters_kept(obj: Any) -> int:
@@ -194,7 +234,7 @@ def characters_kept(obj: Any) -> int:
         "duplicated-end", "only-end-tags-removed", "empty-thought", "stray-end-without-thought", "empty",
         "empty-in-reasoning"])
 def test_split_reasoning_examples(text: str, starts: bool, expected: tuple[str, str]) -> None:
-    assert rule_split(text, starts) == expected, "the test's own reading of the rule disagrees with the README"
+    assert split_problem(text, starts, DEFAULT_TAGS, expected) is None, "the test's own table breaks the rule"
     got = lab.split_reasoning(text, starts_in_reasoning=starts)
     assert tuple(got) == expected, f"split_reasoning({quote(text)}, starts_in_reasoning={starts}): got {got}, " \
                                    f"the rule says {expected}"
@@ -242,8 +282,8 @@ def test_removing_an_end_tag_is_one_pass() -> None:
     """Removing the model's </think> can join the text around it into a new one: that one stays, as written."""
     for text, answer in [("answer </thi</think>nk> end", ("", "answer </think> end")),
                          ("<think>x</think>answer </thi</think>nk> end", ("x", "answer </think> end"))]:
-        expected = rule_split(text)
-        assert expected == answer, "the test's own reading of the rule disagrees with the README"
+        expected = answer
+        assert split_problem(text, False, DEFAULT_TAGS, expected) is None, "the test's own answer breaks the rule"
         got = lab.split_reasoning(text)
         assert tuple(got) == expected, (f"split_reasoning({quote(text)}) = {got}: remove each </think> the model "
                                         f"wrote, in one pass, and nothing else; the rule says {expected}")
@@ -258,9 +298,8 @@ def test_removing_an_end_tag_is_one_pass() -> None:
 @example("x</think>y", False, DEFAULT_TAGS)  # a stray end tag with no thought
 def test_split_reasoning_follows_the_rule_for_any_text(text: str, starts: bool, implicit: tuple[str, ...]) -> None:
     got = lab.split_reasoning(text, starts_in_reasoning=starts, implicit_end_tags=implicit)
-    expected = rule_split(text, starts, implicit)
-    assert tuple(got) == expected, (f"split_reasoning({quote(text)}, starts_in_reasoning={starts}, "
-                                    f"implicit_end_tags={implicit}) = {got}; the rule says {expected}")
+    problem = split_problem(text, starts, implicit, tuple(got) if isinstance(got, (tuple, list)) else got)
+    assert problem is None, f"{problem}: split_reasoning({quote(text)}) = {got}"
 
 
 # ------------------------------------------------------------ task 2: feed, examples
@@ -422,7 +461,7 @@ def test_removing_an_end_tag_is_one_pass_streamed() -> None:
     for chunks in [list(text), *([text[:k], text[k:]] for k in range(1, len(text)))]:
         deltas, p = feed_all(chunks)
         r, c = shown(deltas)
-        assert (r, c + p.held_text) == rule_split(text), trace(
+        assert (r, c + p.held_text) == ("", "answer </think> end"), trace(
             "remove each </think> the model wrote, once: the text it joins is the model's, shown as written", chunks)
 
 
@@ -439,7 +478,9 @@ def test_bad_input_after_finish_is_still_named() -> None:
 def test_fifty_random_slicings() -> None:
     text = ("  <think>\nNear misses: <thinking>, a </b>, </thi, <tool, 你好 🫨 and </think\n</think>\n\n"
             "The answer, with a stray </think> removed and <think> kept. <tool_call>{} ends in </th")
-    expected = rule_split(text)
+    expected = ("\nNear misses: <thinking>, a </b>, </thi, <tool, 你好 🫨 and </think\n",  # written by hand
+                "\n\nThe answer, with a stray  removed and <think> kept. <tool_call>{} ends in </th")
+    assert split_problem(text, False, DEFAULT_TAGS, expected) is None, "the test's own answer breaks the rule"
     for seed in range(50):
         rng = random.Random(seed)
         chunks = split_at(text, sorted(rng.sample(range(1, len(text)), rng.randint(1, len(text) // 3))))
@@ -466,21 +507,22 @@ def test_cost_per_character_does_not_grow(chunk_size: int) -> None:
                                  "keep only the ambiguous suffix and the tags, never the history")
         return
     # In the grading sandbox: the same rule, measured from outside. A parser that keeps the history
-    # holds every character fed; the kernel's figure for the child's private memory shows it.
+    # holds every character fed; the kernel's figure for the grading process's memory shows it. It is
+    # counted from before the file was imported, so memory set aside early and given back later hides nothing.
+    lab.restart()
     p = parser()
     each(p.feed, [reply[start : start + chunk_size] for start in range(0, 4000, chunk_size)])
-    before = lab.memory_in_use()
     reasoning, content = "plan </thi x <tool y </ " * 2730, "answer </th z </b> " * 3450  # 64 KiB each
     fed = 0
     for part, times in ((reasoning, 96), ("</think>", 1), (content, 96)):  # 12 MiB in all
         for _ in range(0, times, 4):
             each(p.feed, [part] * min(4, times))
             fed += min(4, times) * len(part)
-            grown = lab.memory_in_use() - before
-            assert grown <= 6 * 2**20, (
-                f"after feeding {fed:,} more characters the grading process holds {grown / 2**20:.1f} MiB more "
-                "(the kernel's count of its private memory; 6 MiB allowed): keep only the ambiguous suffix and "
-                "the tags, never the history")
+            held = lab.memory_in_use()
+            assert held <= 6 * 2**20, (
+                f"after feeding {fed:,} more characters the grading process holds {held / 2**20:.1f} MiB more than "
+                "before your file was imported (the kernel's count; 6 MiB allowed): keep only the ambiguous suffix "
+                "and the tags, never the history")
 
 
 # ---------------------------------------------------------- task 2: feed, properties
@@ -497,12 +539,11 @@ def test_streaming_equals_batch_for_any_chunking(text: str, positions: set[int],
     chunks = cut(text, positions)
     deltas, p = feed_all(chunks, starts, implicit)
     r, c = shown(deltas)
-    expected = rule_split(text, starts, implicit)
     held = p.held_text
-    assert (r + held, c) == expected or (r, c + held) == expected, trace(
-        f"however the reply is cut, shown + held after the last chunk must be the batch answer: reasoning "
-        f"{quote(expected[0])}, content {quote(expected[1])}",
-        chunks, starts, implicit)
+    problems = [split_problem(text, starts, implicit, whole) for whole in ((r + held, c), (r, c + held))]
+    assert None in problems, trace(
+        f"however the reply is cut, shown + held after the last chunk must be the batch answer, and "
+        f"{both(r, c)} held[{held}] is not: {problems[0]}", chunks, starts, implicit)
 
 
 @pytest.mark.task(2)
@@ -521,10 +562,10 @@ def test_held_text_is_exactly_the_ambiguous_suffix(text: str, positions: set[int
         r, c = r + delta.reasoning, c + delta.content
         held = must_hold(fed, starts, implicit)
         assert p.held_text == held, trace(hold_problem(fed, p.held_text, held, "a tag"), chunks, starts, implicit)
-        decided = rule_split(fed[: len(fed) - len(held)], starts, implicit)
-        assert (r, c) == decided, (f"after {quote(fed)}: shown {both(r, c)}, but everything but the held suffix is "
-                                   f"decided: {both(*decided)}\n" + trace("the stream, chunk by chunk", chunks,
-                                                                           starts, implicit))
+        problem = split_problem(fed[: len(fed) - len(held)], starts, implicit, (r, c))
+        assert problem is None, (f"after {quote(fed)} everything but the held suffix is decided, and must be shown as "
+                                 f"the rule splits it: shown {both(r, c)}, but {problem}\n"
+                                 + trace("the stream, chunk by chunk", chunks, starts, implicit))
 
 
 # -------------------------------------------------------------------- task 3: finish

@@ -12,8 +12,10 @@ reference (mini_vllm/testing/fixtures/lab08_samples.json, recorded by the course
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import random
+from types import ModuleType
 from typing import Any
 
 import jsonschema
@@ -524,23 +526,56 @@ def test_index_counts_its_build_work_and_size() -> None:
         f"{sum(len(m) for m in distinct)} ids, you report {stats.entries} entries")
 
 
+@functools.cache
+def lowercase_vocabulary() -> Vocabulary:
+    """Every single byte, every two- and three-letter lowercase word (18,252 tokens), and EOS.
+
+    Inside a string of lowercase letters a state allows nearly all of it, so a mask there is about
+    18,000 ids: a copy per state costs megabytes that sharing one list does not.
+    """
+    words = [bytes(letters) for size in (2, 3) for letters in itertools.product(range(ord("a"), ord("z") + 1),
+                                                                                repeat=size)]
+    tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + words + [b'", "', None]
+    return Vocabulary(tokens=tokens, eos_token_id=len(tokens) - 1)
+
+
+STRINGS_IN_A_ROW = 240  # 965 states; the ~240 inside a string each allow the same 18,200 tokens
+SHARED_INDEX_MIB = 30  # the grading process may hold this much more than before your file was imported
+
+
 @pytest.mark.task(4)
 def test_index_stores_each_distinct_mask_once() -> None:
-    """Measured on the tests' side: the integers the index holds, each list counted once, wherever it lives."""
-    vocab = family_vocabulary("bpe")
-    # Twelve strings in a row: the states inside most of them allow exactly the same tokens (49 states, 8 masks).
-    automaton = oracle_automaton(r'\["[a-z ]*"(, "[a-z ]*"){11}\]')
+    """States that allow the same tokens share one list; measured where your code cannot change the figure."""
+    vocab = lowercase_vocabulary()
+    automaton = oracle_automaton(r'\["[a-z]*"(, "[a-z]*"){' + str(STRINGS_IN_A_ROW - 1) + r'}\]')
+    if isinstance(lab, ModuleType):  # here, in the tests' own process: count the integers the index holds
+        index = lab.TokenIndex(automaton, vocab)
+        masks = [index.allowed(s) for s in range(automaton.num_states)]
+        distinct = {tuple(m) for m in masks}
+        shared = sum(len(m) for m in distinct)
+        held = int(install_probe(lab, "Introspection").integers_kept(index))
+        budget = 2 * shared + 4 * automaton.num_states  # a mask, a key for it, a few numbers per state
+        assert held <= budget, (
+            f"store each distinct mask once: {automaton.num_states} states have {len(distinct)} distinct masks "
+            f"({shared:,} ids in all; {sum(len(m) for m in masks):,} if every state kept its own copy), and your "
+            f"index holds {held:,} integers. States inside strings that read the same way allow the same tokens: "
+            "let them share one list")
+        return
+    # In the grading sandbox: the kernel's count of the grading process's memory, from before your file was
+    # imported (so nothing your code sets aside early and gives back later hides what it keeps), with the
+    # index built and every state's mask read (a mask copied when it is first asked for counts too).
+    lab.restart()
     index = lab.TokenIndex(automaton, vocab)
-    distinct = {tuple(index.allowed(s)) for s in range(automaton.num_states)}
-    shared = sum(len(m) for m in distinct)
-    unshared = sum(len(index.allowed(s)) for s in range(automaton.num_states))
-    held = int(install_probe(lab, "Introspection").integers_kept(index))  # counted inside the lab's process
-    budget = 2 * shared + 4 * automaton.num_states  # a mask, a key for it, a few numbers per state
-    assert held <= budget, (
-        f"store each distinct mask once: {automaton.num_states} states have {len(distinct)} distinct masks "
-        f"({shared:,} ids in all; {unshared:,} if every state kept its own copy), and your index holds "
-        f"{held:,} integers. States inside strings that read the same way allow the same tokens: "
-        "let them share one list")
+    masks = [list(index.allowed(s)) for s in range(automaton.num_states)]
+    held = lab.memory_in_use()
+    distinct = {tuple(m) for m in masks}
+    copies = 8 * sum(len(m) for m in masks)  # a list of n ids holds n 8-byte references
+    assert held <= SHARED_INDEX_MIB * 2**20, (
+        f"store each distinct mask once: {automaton.num_states} states have {len(distinct)} distinct masks, and the "
+        f"grading process holds {held / 2**20:.1f} MiB more than before your file was imported (the kernel's "
+        f"count; {SHARED_INDEX_MIB} MiB allowed, importing numpy and the engine takes about 12). One list per "
+        f"state would hold {copies / 2**20:.1f} MiB of ids. States inside strings that read the same way allow "
+        "the same tokens: let them share one list")
 
 
 # ================================================================ task 5: the sampler
