@@ -325,3 +325,16 @@ def test_thinking_then_a_forced_call(servers: dict[tuple[str, int, int], Backgro
     kinds = [b.type for b in message_.content]
     assert kinds == ["thinking", "tool_use"] and message_.stop_reason == "tool_use", message_.content
     jsonschema.validate(message_.content[1].input, WEATHER_TOOL_SCHEMA)  # type: ignore[union-attr]
+
+
+def test_a_blank_lab_08_answers_501_naming_its_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A student who serves before writing lab-08 gets 501 and the task to write, from the compile worker's
+    NotImplementedError, on every schema: never a 500 (the worker's error reply was once misread as one)."""
+    monkeypatch.setenv("LAB_IMPL_08", "starter")
+    monkeypatch.setenv("LAB_SANDBOX", "0")  # as `make serve` runs it: the student's own file, in the server's process
+    with BackgroundServer(build_engine("bpe"), pipeline=load_lab("lab-02", "solution")) as server:
+        body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "boolean"}}}}
+        reply = httpx.post(server.base_url + "/chat/completions", json=body, timeout=120)
+    assert reply.status_code == 501, f"a blank lab-08 must be a 501, not {reply.status_code}: {reply.text[:300]}"
+    assert "lab-08 task 1" in reply.json()["error"]["message"], reply.json()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import os
 import pickle
 import threading
 from array import array
@@ -106,7 +107,10 @@ def _worker_main(conn: Any, memory_bytes: int) -> None:
         try:
             conn.send(("ok", pickle.dumps(_compile_job(job, vocabularies[vocab_key]), protocol=5)))
         except MemoryError:
-            conn.send(("error", ("MemoryError", "out of memory")))
+            try:
+                conn.send(("error", ("MemoryError", "out of memory")))
+            except MemoryError:  # not even room to say so: the pool sees a dead worker (a 400 all the same)
+                os._exit(1)
         except BaseException as error:  # the student's code may raise anything
             conn.send(("error", (type(error).__name__, str(error)[:2000])))
 

@@ -13,6 +13,7 @@ never call ``flush`` and flush tests never depend on how much ``feed`` held back
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -158,6 +159,21 @@ def check_feeds(chunks: Sequence[str], stops: Sequence[str], rule: str, include:
         if problem is not None:
             setting = f"stops {show_stops(stops)}" + (", include_stop_str_in_output" if include else "")
             pytest.fail(format_trace(feed_trace(chunks, stops, include), f"{rule} ({setting}): {problem}"))
+
+
+def fed_stream_problem(chunks: Sequence[str], stops: Sequence[str], shown: Sequence[str], checker: Any) -> str | None:
+    """:func:`stream_problem` after every feed, from what each feed showed (:func:`feed_all`) and the checker's
+    state at the end: before a stop occurs, each step's total against :func:`due_by_now`; once one occurs, the
+    whole output (nothing may follow the stop) against the batch rule's properties."""
+    fed = total = ""
+    for chunk, piece in zip(chunks, shown, strict=True):
+        fed, total = fed + chunk, total + piece
+        if due_by_now(fed, stops) is None:
+            return stream_problem(fed, stops, False, "".join(shown), checker)
+        if total != due_by_now(fed, stops):
+            return f"after {quote(fed)} the text shown must be {quote(due_by_now(fed, stops))}, all but what could " \
+                   "still become a stop"
+    return stream_problem(fed, stops, False, total, checker)
 
 
 def whole_table(chunks: Sequence[str], stops: Sequence[str], step: int) -> str:
@@ -446,6 +462,26 @@ def test_fifty_random_slicings(text: str) -> None:
         check_feeds(chunks, stops, f"slicing {seed} of 50: every feed shows exactly what the rule allows")
 
 
+@pytest.mark.task(2)
+def test_a_stop_that_overlaps_itself_is_found_after_a_near_miss() -> None:
+    """Every stop of 2 to 8 letters over 'ab' that starts with 'a' (the rest mirror them), in a seeded text of
+    near misses: pieces of the stop's own beginning, glued, fed one character at a time. In 'aaaba' the stop
+    'aaba' starts at the second 'a': when the third 'a' breaks the match 'aa' + 'b', the text still ends with
+    'aa', a shorter start of the stop, and forgetting it misses the stop; claiming a longer start than the text
+    really ends with finds a stop that is not there ('aabc' in 'aababc')."""
+    rng = random.Random(5)
+    for stop in ("a" + "".join(rest) for n in range(1, 8) for rest in itertools.product("ab", repeat=n)):
+        text = ""
+        while len(text) < 30:
+            text += stop[: rng.randint(1, len(stop) - 1)] if rng.random() < 0.8 else rng.choice("ab")
+        shown, checker = feed_all(list(text), [stop])  # one crossing of the sandbox per text; the table on failure
+        if fed_stream_problem(list(text), [stop], shown, checker) is not None:
+            check_feeds(list(text), [stop], "a stop that overlaps itself must be found where it ends, and nowhere "
+                        "else: after a near miss, keep the longest start of the stop that the text still ends with")
+            pytest.fail(f"stop {quote(stop)} in {quote(text)}, one character at a time: "
+                        f"{fed_stream_problem(list(text), [stop], shown, checker)}")
+
+
 # ----------------------------------------------------------------------- task 2: feed, cost
 # A server checks every token of every reply against the request's stops, on its event loop.
 # The test counts the characters read from the stop strings (each stop is a str that counts
@@ -581,6 +617,23 @@ def test_flush_with_the_stop_included_does_not_repeat_shown_text() -> None:
     held, tail, _ = flush_after(["Hello </st"], ["</stop>"], include=True)
     assert tail == held, (f"with include_stop_str_in_output, text kept only for matching was already shown: "
                           f"flush must return the held text {quote(held)}, got {quote(tail)}")
+
+
+@pytest.mark.task(3)
+@pytest.mark.parametrize("later", [["a", "x"], ["b", "a", "x"], ["ba", "b"]], ids=["a-x", "b-a-x", "ba-b"])
+def test_after_flush_the_checker_starts_over(later: list[str]) -> None:
+    # 'ab' is held for the stop 'aba', then released by flush as ordinary text: it is final. Text fed after
+    # the flush must not complete a stop with it, so the checker behaves exactly as a new one would.
+    fresh = lab.StopStringChecker(["aba"])
+    expected = (each(fresh.feed, later), fresh.held_text, fresh.stop_reason)
+    checker = lab.StopStringChecker(["aba"])
+    checker.feed("ab")
+    checker.flush()
+    got = (each(checker.feed, later), checker.held_text, checker.stop_reason)
+    assert got == expected, (
+        f"flush ends the stream and what it released is final: after feeding 'ab' and flushing (stop 'aba'), "
+        f"feeding {later} must go as on a new checker, which showed {expected[0]}, held {quote(expected[1])} "
+        f"(stop {expected[2]!r}); yours showed {got[0]}, held {quote(got[1])} (stop {got[2]!r})")
 
 
 @pytest.mark.task(3)
