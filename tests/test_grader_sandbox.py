@@ -309,7 +309,8 @@ def test_a_flood_of_served_requests_fails_its_test_not_the_grader(tmp_path: Path
     by_name = {t["name"].split(" › ")[-1]: t for t in run.tests}
     flooded = by_name.get("test_cost_per_token_is_bounded[bpe-ascii]")
     assert flooded and flooded["score"] == 0, f"the flooding push must fail its test:\n{run.output[-3000:]}"
-    assert "counting what the tests' side spent serving its requests" in flooded["output"], flooded["output"][:800]
+    # Stopped by whichever check comes first: the alarm inside a request, or the look between two of them.
+    assert "IncrementalDetokenizer.push used more than its budget" in flooded["output"], flooded["output"][:800]
     honest = [t for name, t in by_name.items() if name.startswith("test_prompt_is_never_re_emitted")]
     assert honest and all(t["score"] == t["max_score"] for t in honest), (
         f"where nothing is served the submission is the reference, so it keeps its points:\n{run.output[-3000:]}")
