@@ -43,6 +43,13 @@ class Weather(pydantic.BaseModel):
     note: str
 
 
+class Node(pydantic.BaseModel):
+    """Recursive: the openai client sends it as a $defs entry that refers to itself."""
+
+    v: int
+    kids: list[Node]
+
+
 WEATHER_TOOL_SCHEMA: dict[str, Any] = {
     "type": "object", "properties": {"city": {"type": "string", "maxLength": 8},
                                      "unit": {"enum": ["celsius", "fahrenheit"]}, "note": {"type": "string"}},
@@ -178,12 +185,25 @@ BAD = [
     ("/v1/messages", {"max_tokens": 50, "messages": [{"role": "user", "content": "hi"}], "stop_sequences": ["}"],
       "tools": [{"name": "f", "input_schema": OTHER_TOOL_SCHEMA}], "tool_choice": {"type": "any"}}, None,
      "cannot be combined"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
+            "kids": {"type": "array", "items": {"$ref": "#"}}, "tag": {"type": "string", "pattern": "a"}}}}}},
+     "response_format.json_schema.schema", "'pattern'"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
+            f"p{i}": {"type": "array", "items": {"$ref": "#"}, "maxItems": 32} for i in range(80)}}}}},
+     "response_format.json_schema.schema", "limit of 2,000 rules and lexemes"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}}}},
+     "response_format.json_schema.schema", "no value satisfies"),
 ]
 
 
 @pytest.mark.parametrize(("path", "body", "param", "words"), BAD,
                          ids=["keyword-format", "tool-anyOf", "stop-and-schema", "responses-pattern",
-                              "messages-oneOf", "messages-stop-and-tool"])
+                              "messages-oneOf", "messages-stop-and-tool", "recursive-pattern",
+                              "recursive-over-the-grammar-limit", "recursive-without-end"])
 def test_unsupported_schema_or_stop_with_a_schema_is_a_400_naming_it(
         servers: dict[tuple[str, int, int], BackgroundServer], path: str, body: dict[str, Any], param: str | None,
         words: str) -> None:
@@ -244,6 +264,17 @@ def test_a_recursive_schema_is_served_and_every_reply_validates(
         assert json.loads(streamed) == value, "streamed or not, the same seed and message give the same reply"
         if ask == ASK_TREE:
             assert value == TREE_JSON, f"masked by the recursive schema, the model still writes its tree: {value!r}"
+
+
+@pytest.mark.parametrize("setup", SETUPS[1::3], ids=ids)
+def test_a_recursive_pydantic_model_parses(servers: dict[tuple[str, int, int], BackgroundServer],
+                                           setup: tuple[str, int, int]) -> None:
+    client = openai_client(servers[setup])
+    reply = client.chat.completions.parse(model=MODEL_NAME, messages=[{"role": "user", "content": ASK_TREE}],
+                                          response_format=Node)
+    assert reply.choices[0].message.parsed == Node.model_validate(TREE_JSON), reply.choices[0].message.content
+    answer = client.responses.parse(model=MODEL_NAME, input=ASK_TREE, text_format=Node)
+    assert answer.output_parsed == Node.model_validate(TREE_JSON), answer
 
 
 def test_a_recursive_schema_after_a_thought_and_as_a_forced_call(

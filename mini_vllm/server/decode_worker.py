@@ -9,9 +9,10 @@ reply's ids so far; the worker answers the token id. Two daemon threads carry th
 (a send of a big grammar never blocks the loop); a session ends with ``close``.
 
 A grammar with a stack (``stack_decoding``) is served here too: lab-09's ``SplitMasker`` is made
-once per grammar and vocabulary (a trie of the vocabulary: about 2 s of CPU on Tekken, during which
-this process answers no one) and kept for the next requests, :data:`MASKERS` of them; each reply
-gets its own parser and matcher, under lab-08's sampler.
+once per grammar and vocabulary and kept for the next requests, :data:`MASKERS` of them; each reply
+gets its own parser and matcher, under lab-08's sampler. Its trie (about 2 s of CPU on Tekken) and
+each lexer state's first split (up to half a second on Tekken) are computed here, and meanwhile this
+process answers no one: the price of masks computed as the reply goes rather than indexed beforehand.
 """
 
 from __future__ import annotations
