@@ -26,7 +26,7 @@ from typing import Any
 from mini_vllm.api_errors import ApiError
 from mini_vllm.grammar import schema_to_regex
 from mini_vllm.schema_grammar import Sentence, json_object_sentence, schema_sentence, sentence_grammar
-from mini_vllm.schema_regex import NeedsStack, UnsupportedSchema
+from mini_vllm.schema_regex import NeedsStack, TooManyStates, UnsupportedSchema
 
 # JSON mode (``json_object``) promises a JSON object, no schema: any JSON object, nested as deep as the
 # reply goes, which only a grammar with a stack holds (lab-09). While lab-09 is still the starter's
@@ -61,13 +61,15 @@ def literal(text: str) -> str:
 def schema_constraint(schema: Any, param: str, source: str) -> Constraint:
     """The constraint of a JSON Schema, or a 400 naming the first keyword the course does not support.
 
-    A regular expression where one holds it; a recursive schema is a grammar with a stack, checked here too."""
+    A regular expression where one holds it. A grammar with a stack where none does: a recursive schema,
+    or one whose regex would pass its size limit (nesting and maxItems copy a regex, not a grammar); its
+    checks and limits run here too, before any work."""
     try:
         try:
             return Constraint(schema_to_regex(schema), source)
-        except NeedsStack:
+        except (NeedsStack, TooManyStates):
             sentence = schema_sentence(schema)
-            sentence_grammar(sentence)  # every check and limit, before any work
+            sentence_grammar(sentence)
             return Constraint("", source, sentence)
     except UnsupportedSchema as error:
         raise ApiError(400, f"unsupported JSON Schema: {error} (this server serves OpenAI strict mode's subset "

@@ -3,8 +3,10 @@
 The server writes a schema as one regular expression (:mod:`mini_vllm.schema_regex`, lab-08's path)
 whenever it can. Two requests cannot be written so: a recursive ``$ref`` (a tree, a linked list,
 ``#`` itself), which the regex writer signals with :class:`~mini_vllm.schema_regex.NeedsStack`, and
-``json_object``, any JSON object nested as deep as the reply goes. For those the server asks lab-09's
-parser, and this module writes its grammar: the leaves stay regular (each string, number, literal,
+``json_object``, any JSON object nested as deep as the reply goes; a third should not be, a schema
+whose regex would pass its size estimate (:class:`~mini_vllm.schema_regex.TooManyStates`: each level
+of nesting copies what it holds). For those the server asks lab-09's parser, and this module writes
+its grammar: the leaves stay regular (each string, number, literal,
 key and punctuation mark is a lexeme) and the nesting between them becomes rules.
 
 A schema is *read* exactly as the regex writer reads it (the same keywords, checks and published

@@ -7,7 +7,8 @@ that cannot be written as a regular expression exactly is refused, never loosene
 What is served: ``type`` (one name, or a list such as ``["string", "null"]``); ``enum`` and
 ``const`` of any JSON value, each checked against the rest of its schema; ``anyOf``;
 ``$ref`` to ``#/$defs/...`` (or ``#/definitions/...``) that does not recurse (a recursive one, or ``#``,
-raises :class:`NeedsStack`: :mod:`mini_vllm.schema_grammar` writes it as a grammar with a stack); objects'
+raises :class:`NeedsStack`: :mod:`mini_vllm.schema_grammar` writes it as a grammar with a stack, as it
+may a schema whose regex would pass its size limit, :class:`TooManyStates`); objects'
 ``properties``, ``required`` (each name must be a property) and ``additionalProperties``
 (no other property is ever written, which any value of it allows); strings' ``minLength`` /
 ``maxLength``; integers' ``minimum`` / ``maximum`` / ``exclusiveMinimum`` / ``exclusiveMaximum``;
@@ -89,6 +90,11 @@ class NeedsStack(UnsupportedSchema):
     """A recursive ``$ref``: no regular expression holds it (:mod:`mini_vllm.schema_grammar` writes its grammar)."""
 
 
+class TooManyStates(UnsupportedSchema):
+    """The regular expression would pass ``grammar_states``: nesting and counted repeats copy what they hold, where
+    a grammar with a stack writes it once (:mod:`mini_vllm.schema_grammar` may serve it within its own limits)."""
+
+
 @dataclass(frozen=True)
 class Piece:
     """A piece of regular expression and the number of automaton states it may make."""
@@ -152,7 +158,7 @@ class _Compiler:
 
     def bound(self, piece: Piece, where: str, keyword: str) -> Piece:
         if piece.size > LIMITS["grammar_states"]:
-            raise UnsupportedSchema(keyword, where, f"the grammar would have about {piece.size:,} states, over this "
+            raise TooManyStates(keyword, where, f"the grammar would have about {piece.size:,} states, over this "
                                     f"server's limit of {LIMITS['grammar_states']:,} (each level of items doubles it; "
                                     "maxLength and maxItems multiply it)")
         return piece
@@ -359,7 +365,7 @@ class _Compiler:
                 first = alt([with_it_first, first]) if first.regex else \
                     Piece(f"({with_it_first.regex})?", with_it_first.size)
             if first.size > LIMITS["grammar_states"]:
-                raise UnsupportedSchema("properties", where, f"the grammar would have over this server's "
+                raise TooManyStates("properties", where, f"the grammar would have over this server's "
                                         f"limit of {LIMITS['grammar_states']:,} states (optional properties "
                                         "multiply it: make them required, with a null type for 'absent')")
         return first

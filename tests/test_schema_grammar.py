@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from mini_vllm.labtypes.lab09 import Grammar
 from mini_vllm.schema_grammar import json_object_sentence, schema_sentence, sentence_grammar
-from mini_vllm.schema_regex import LIMITS, NeedsStack, UnsupportedSchema, schema_to_regex
+from mini_vllm.schema_regex import LIMITS, NeedsStack, TooManyStates, UnsupportedSchema, schema_to_regex
 from mini_vllm.testing.schemas import SUPPORTED
 from mini_vllm.testing.stack import earley_accepts
 
@@ -167,3 +167,17 @@ def test_a_ref_is_written_once_however_often_it_recurs() -> None:
         grammar = sentence_grammar(schema_sentence(schema))
         return sum(len(rule.rhs) for rule in grammar.rules)
     assert sized(30) - sized(20) == sized(20) - sized(10), "each property adds the same few symbols"
+
+
+def test_nesting_past_the_regex_size_limit_is_a_few_rules_per_level() -> None:
+    """Arrays 5 deep with maxItems 16: the regex would copy each level 16 times; the grammar adds the same 33 rules
+    per level (a rule per count of items, 0 to 16, and one per run of them)."""
+    def arrays(depth: int) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "string", "maxLength": 4}
+        for _ in range(depth):
+            schema = {"type": "array", "items": schema, "maxItems": 16}
+        return schema
+    with pytest.raises(TooManyStates):
+        schema_to_regex(arrays(5))
+    sizes = [len(sentence_grammar(schema_sentence(arrays(d))).rules) for d in (3, 4, 5)]
+    assert sizes[2] - sizes[1] == sizes[1] - sizes[0] == 33, f"rules at depth 3, 4, 5: {sizes}"

@@ -118,10 +118,13 @@ def test_arrays_nested_20_deep_are_a_400_at_once_without_a_stall_or_memory(serve
             "message"], reply.json()
     assert rss_mb() - before < 200, f"the server grew {rss_mb() - before:.0f} MB on five refused schemas"
     within: dict[str, Any] = {"type": "string"}
-    for _ in range(5):  # within the depth limit, but each level multiplies the grammar
+    for _ in range(5):  # within the depth limit: each level multiplies a regex, but adds a few rules to a grammar
         within = {"type": "array", "items": within, "maxItems": 16}
-    reply = httpx.post(server.base_url + "/chat/completions", json=chat(within), timeout=60)
-    assert reply.status_code == 400 and "limit" in reply.json()["error"]["message"], reply.text[:300]
+    reply = httpx.post(server.base_url + "/chat/completions", json=chat(within, max_tokens=200), timeout=120)
+    assert reply.status_code == 200, f"past the regex's size limit, lab-09's stack serves it: {reply.text[:300]}"
+    choice = reply.json()["choices"][0]
+    if choice["finish_reason"] == "stop":
+        jsonschema.validate(json.loads(choice["message"]["content"]), within)
 
 
 # ------------------------------------------------------------------ row 2: slow compiles whose clients leave
@@ -184,7 +187,8 @@ def test_a_compile_past_its_memory_limit_is_killed_and_answered_400() -> None:
         schema = {"type": "object", "properties": {f"m{j}": {"type": "string", "maxLength": 256} for j in range(8)},
                   "required": [f"m{j}" for j in range(8)]}
         reply = httpx.post(small.base_url + "/chat/completions", json=chat(schema), timeout=300)
-        assert reply.status_code == 400, f"a compile out of memory must be a 400, not {reply.status_code}: {reply.text[:300]}"
+        assert reply.status_code == 400, (
+            f"a compile out of memory must be a 400, not {reply.status_code}: {reply.text[:300]}")
         error = reply.json()["error"]
         assert error["code"] == "grammar_too_complex" and "260 MiB of memory" in error["message"], error
         reply = httpx.post(small.base_url + "/chat/completions", json=chat({"type": "boolean"}), timeout=120)
