@@ -327,11 +327,11 @@ def test_a_schema_no_value_satisfies_is_a_400_naming_the_keyword(server: Backgro
 
 def test_a_huge_logit_bias_is_a_400_without_a_stall(server: BackgroundServer) -> None:
     """Refused by a slice-at-a-time count of its separators, before the C parser or pydantic hold the GIL
-    (before: 200 and a 1.5 s stall). The 12 MB upload itself is read on the event loop (uvicorn's h11): about
-    24 ms of the loop's CPU per request, in some 150 callbacks of well under a millisecond each (cProfile of the server thread,
-    three such requests: recv 44 ms, h11's buffer 18 ms, the join 10 ms), so the bound is the issue's own:
-    the victim's largest gap within twice its gap alone (measured 27-33 ms beside against 25-30 ms alone at
-    load 4 on the 2-core machine)."""
+    (before: 200 and a 1.5 s stall). The 12 MB upload itself is read on the event loop (uvicorn's h11):
+    about 24 ms of the loop's CPU per request, in some 150 callbacks of well under a millisecond each
+    (cProfile of the server thread over three such requests: recv 44 ms, h11's buffer 18 ms, the join
+    10 ms). So the bound is the issue's own, the victim's largest gap within twice its gap alone
+    (measured 27-33 ms beside against 25-30 ms alone at load 4 on the 2-core machine)."""
     keys = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}],
                        "logit_bias": {str(i): 1 for i in range(900_000)}}).encode()
     alone = gap_alone(server)
