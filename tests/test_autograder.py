@@ -273,6 +273,7 @@ def test_a_zip_still_too_large_says_what_made_it_so(tmp_path: Path, monkeypatch:
     assert found[lab].file is None
     assert "mine.zip was not unpacked" in problem and "course/datasets/ (3 MB" in problem, problem
     assert ".venv" in problem, f"it says what was already left out: {problem}"
+    assert f"course/{IN_RELEASE.parts[0]}/ (0 MB, 1 file)" in problem, f"one file, in the student's words: {problem}"
 
 
 # ------------------------------------------------------------------ a build that fails
