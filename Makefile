@@ -159,9 +159,9 @@ browser:
 	fi
 
 # >>> instructor
-## Benchmarks: per-token cost as ratios against naive versions and real peers.
+## Benchmarks: per-token cost as ratios against naive versions and real peers (ARGS="lab09": only some, by name).
 bench: install
-	$(PY) -m bench.run
+	$(PY) -m bench.run $(ARGS)
 
 
 ## Time the README's table here (warm): make grade, each lab on the reference, make test. ARGS=--no-test skips the last.

@@ -11,7 +11,8 @@ type and range, in one of three kinds:
 - **refused**: a feature the toy model cannot honestly provide (``logprobs``,
   audio ...): a 400 naming it, never a reply that pretends. ``response_format`` (``json_schema``,
   ``json_object``) and ``tool_choice: required`` / a named function are honoured by constrained
-  decoding (lab-08, ``mini_vllm.constraints``); a schema keyword outside the supported subset is a 400.
+  decoding (lab-08, and lab-09 where a stack is needed: ``mini_vllm.constraints``); a schema keyword outside
+  the supported subset is a 400.
 
 Unknown fields are a 400 too (``extra="forbid"``), as OpenAI answers them, and ``strict=True``
 keeps pydantic from reading ``"5"`` as 5 or ``"no"`` as false. The models are the OpenAPI

@@ -1,8 +1,10 @@
-"""Which grammar a request asks for: ``response_format``, ``text.format`` or a forced tool call, as a regex.
+"""Which grammar a request asks for: ``response_format``, ``text.format`` or a forced tool call, as a regex
+(lab-08) or, where no regex holds it, as a grammar with a stack (lab-09).
 
 The routes' request models call these while they read a body, so an unsupported schema
 keyword is a 400 naming it before any work starts. The grammar itself is compiled and
-enforced by lab-08's code (``mini_vllm.server.structured``).
+enforced by lab-08's code, and by lab-09's for a recursive schema and for ``json_object``
+(``mini_vllm.server.structured``).
 
 Two rules a client can rely on:
 
@@ -23,24 +25,32 @@ from typing import Any
 
 from mini_vllm.api_errors import ApiError
 from mini_vllm.grammar import schema_to_regex
-from mini_vllm.schema_regex import UnsupportedSchema
+from mini_vllm.schema_grammar import Sentence, json_object_sentence, schema_sentence, sentence_grammar
+from mini_vllm.schema_regex import NeedsStack, TooManyStates, UnsupportedSchema
 
-# JSON mode (``json_object``) promises a JSON object, no schema. The full JSON grammar nests
-# without bound; the course serves a flat object of strings, numbers, booleans and nulls,
-# which keeps its automaton small enough to index on every vocabulary.
+# JSON mode (``json_object``) promises a JSON object, no schema: any JSON object, nested as deep as the
+# reply goes, which only a grammar with a stack holds (lab-09). While lab-09 is still the starter's
+# stub, the server serves this flat object of strings, numbers, booleans and nulls instead (lab-08).
 _STRING = r'"([^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt])*"'
 _VALUE = rf'({_STRING}|(-)?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|null)'
 _MEMBER = rf'{_STRING}[ ]?:[ ]?{_VALUE}'
 FLAT_JSON_OBJECT = rf'\{{[ ]?({_MEMBER}([ ]?,[ ]?{_MEMBER})*)?[ ]?\}}'
 _SPECIAL = set("\\.^$|?*+()[]{}/")
+CALL_CLOSING = "}\n</tool_call>"  # after a forced call's arguments
 
 
 @dataclass(frozen=True)
 class Constraint:
-    """A grammar a reply must match: its regular expression, and what it came from (for messages)."""
+    """A grammar a reply must match, and what it came from (for messages).
+
+    ``regex``: lab-08's regular expression ("" when none holds the grammar). ``sentence``: the grammar
+    with a stack lab-09 serves (None when the regex is the whole story); with both, the regex is the
+    fallback while lab-09 is a stub.
+    """
 
     regex: str
     source: str  # "response_format json_schema", "json_object", "tool_call", ...
+    sentence: Sentence | None = None
 
 
 def literal(text: str) -> str:
@@ -49,9 +59,18 @@ def literal(text: str) -> str:
 
 
 def schema_constraint(schema: Any, param: str, source: str) -> Constraint:
-    """The constraint of a JSON Schema, or a 400 naming the first keyword the course does not support."""
+    """The constraint of a JSON Schema, or a 400 naming the first keyword the course does not support.
+
+    A regular expression where one holds it. A grammar with a stack where none does: a recursive schema,
+    or one whose regex would pass its size limit (nesting and maxItems copy a regex, not a grammar); its
+    checks and limits run here too, before any work."""
     try:
-        return Constraint(schema_to_regex(schema), source)
+        try:
+            return Constraint(schema_to_regex(schema), source)
+        except (NeedsStack, TooManyStates):
+            sentence = schema_sentence(schema)
+            sentence_grammar(sentence)
+            return Constraint("", source, sentence)
     except UnsupportedSchema as error:
         raise ApiError(400, f"unsupported JSON Schema: {error} (this server serves OpenAI strict mode's subset "
                        "exactly, within its published limits, or refuses it)", param=param,
@@ -59,18 +78,27 @@ def schema_constraint(schema: Any, param: str, source: str) -> Constraint:
 
 
 def json_object_constraint(source: str = "json_object") -> Constraint:
-    return Constraint(FLAT_JSON_OBJECT, source)
+    return Constraint(FLAT_JSON_OBJECT, source, json_object_sentence())
 
 
 def tool_call_constraint(tools: Sequence[tuple[str, dict[str, Any] | None]], param: str) -> Constraint:
     """A call to one of ``tools`` ((name, parameters schema) pairs), in the toy model's ``<tool_call>`` format."""
     calls = []
     for i, (name, parameters) in enumerate(tools):
-        arguments = schema_constraint(object_schema(parameters, f"{param}[{i}]"), f"{param}[{i}]", "tool")
-        calls.append(literal('<tool_call>\n{"name": ') + literal(f'"{name}"') + literal(', "arguments": ')
-                     + arguments.regex + literal("}\n</tool_call>"))
-    regex = calls[0] if len(calls) == 1 else "(" + "|".join(calls) + ")"
-    return Constraint(regex, "tool_call")
+        schema = object_schema(parameters, f"{param}[{i}]")
+        arguments = schema_constraint(schema, f"{param}[{i}]", "tool")
+        calls.append(('<tool_call>\n{"name": ' + f'"{name}"' + ', "arguments": ', schema, arguments))
+    if all(arguments.sentence is None for _, _, arguments in calls):
+        regexes = [literal(opening) + arguments.regex + literal(CALL_CLOSING) for opening, _, arguments in calls]
+        return Constraint(regexes[0] if len(regexes) == 1 else "(" + "|".join(regexes) + ")", "tool_call")
+    # Some tool's arguments recurse: every call is written with a stack (text, the arguments' schema, text).
+    sentence = tuple((("text", opening), *schema_sentence(schema)[0], ("text", CALL_CLOSING))
+                     for opening, schema, _ in calls)
+    try:
+        sentence_grammar(sentence)  # the limits hold for the calls together
+    except UnsupportedSchema as error:
+        raise ApiError(400, f"unsupported JSON Schema: {error}", param=param, code="unsupported_schema") from error
+    return Constraint("", "tool_call", sentence)
 
 
 def object_schema(parameters: Any, param: str) -> dict[str, Any]:

@@ -6,7 +6,9 @@ that cannot be written as a regular expression exactly is refused, never loosene
 
 What is served: ``type`` (one name, or a list such as ``["string", "null"]``); ``enum`` and
 ``const`` of any JSON value, each checked against the rest of its schema; ``anyOf``;
-``$ref`` to ``#/$defs/...`` (or ``#/definitions/...``) that does not recurse; objects'
+``$ref`` to ``#/$defs/...`` (or ``#/definitions/...``) that does not recurse (a recursive one, or ``#``,
+raises :class:`NeedsStack`: :mod:`mini_vllm.schema_grammar` writes it as a grammar with a stack, as it
+may a schema whose regex would pass its size limit, :class:`TooManyStates`); objects'
 ``properties``, ``required`` (each name must be a property) and ``additionalProperties``
 (no other property is ever written, which any value of it allows); strings' ``minLength`` /
 ``maxLength``; integers' ``minimum`` / ``maximum`` / ``exclusiveMinimum`` / ``exclusiveMaximum``;
@@ -42,6 +44,7 @@ LIMITS = {
     "maxItems": 32,  # minItems / maxItems of an array
     "anyOf": 16,  # branches of one anyOf or type list
     "grammar_states": 20_000,  # the automaton's estimated size (positions of the regular expression)
+    "grammar_symbols": 2_000,  # rules and lexemes of a grammar with a stack (mini_vllm.schema_grammar)
     "integer_digits": 18,  # digits of an integer bound
 }
 ANNOTATIONS = frozenset({"title", "description", "$schema", "$id", "$comment", "default", "examples",
@@ -81,6 +84,15 @@ class UnsupportedSchema(ValueError):
         self.keyword = keyword
         self.where = where
         self.reason = reason
+
+
+class NeedsStack(UnsupportedSchema):
+    """A recursive ``$ref``: no regular expression holds it (:mod:`mini_vllm.schema_grammar` writes its grammar)."""
+
+
+class TooManyStates(UnsupportedSchema):
+    """The regular expression would pass ``grammar_states``: nesting and counted repeats copy what they hold, where
+    a grammar with a stack writes it once (:mod:`mini_vllm.schema_grammar` may serve it within its own limits)."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +158,7 @@ class _Compiler:
 
     def bound(self, piece: Piece, where: str, keyword: str) -> Piece:
         if piece.size > LIMITS["grammar_states"]:
-            raise UnsupportedSchema(keyword, where, f"the grammar would have about {piece.size:,} states, over this "
+            raise TooManyStates(keyword, where, f"the grammar would have about {piece.size:,} states, over this "
                                     f"server's limit of {LIMITS['grammar_states']:,} (each level of items doubles it; "
                                     "maxLength and maxItems multiply it)")
         return piece
@@ -154,11 +166,25 @@ class _Compiler:
     # ---------------------------------------------------------------- schemas
 
     def schema(self, node: Any, where: str, depth: int) -> Piece:
+        if self.read(node, where, depth):  # any value: a regular expression writes any scalar (it cannot nest)
+            return Piece(f'("{STRING_CHAR}*"|-?{UNSIGNED}{FRACTION}{EXPONENT}|true|false|null)', 30)
+        if "$ref" in node:
+            return self.reference(node, where, depth)
+        if "anyOf" in node:
+            return self.any_of(node, where, depth)
+        types = self.types(node, where)
+        if "enum" in node or "const" in node:
+            return self.constants(node, types, where)
+        pieces = [self.typed(node, t, where, depth) for t in types]
+        return self.bound(alt(pieces), where, "type")
+
+    def read(self, node: Any, where: str, depth: int) -> bool:
+        """Check ``node``'s depth and keywords: True when it allows any value (``true`` or ``{}``)."""
         if depth > LIMITS["depth"]:
             raise UnsupportedSchema("depth", where, f"the schema nests more than this server's limit of "
                                     f"{LIMITS['depth']} levels")
-        if node is True or node == {}:  # any value: the course writes any scalar (never unbounded nesting)
-            return Piece(f'("{STRING_CHAR}*"|-?{UNSIGNED}{FRACTION}{EXPONENT}|true|false|null)', 30)
+        if node is True or node == {}:
+            return True
         if not isinstance(node, dict):
             raise UnsupportedSchema("(schema)", where, f"a schema must be a JSON object, got {_kind(node)}")
         for keyword in node:
@@ -169,15 +195,7 @@ class _Compiler:
             if keyword in node and not (isinstance(node[keyword], dict)
                                         and all(isinstance(v, (dict, bool)) for v in node[keyword].values())):
                 raise UnsupportedSchema(keyword, where, "must be an object of schemas")
-        if "$ref" in node:
-            return self.reference(node, where, depth)
-        if "anyOf" in node:
-            return self.any_of(node, where, depth)
-        types = self.types(node, where)
-        if "enum" in node or "const" in node:
-            return self.constants(node, types, where)
-        pieces = [self.typed(node, t, where, depth) for t in types]
-        return self.bound(alt(pieces), where, "type")
+        return False
 
     def types(self, node: dict[str, Any], where: str) -> list[str]:
         declared = node.get("type")
@@ -196,28 +214,41 @@ class _Compiler:
         return [t for t in names if not (t == "integer" and "number" in names)]
 
     def reference(self, node: dict[str, Any], where: str, depth: int) -> Piece:
+        ref, target = self.ref_target(node, where)
+        if ref == "#" or ref in self.expanding:
+            raise NeedsStack("$ref", where, f"{_short(ref)} is recursive: a regular expression cannot nest without "
+                             "bound (a grammar with a stack serves it)")
+        self.expanding.append(ref)
+        try:
+            return self.schema(target, ref, depth + 1)
+        finally:
+            self.expanding.pop()
+
+    def ref_target(self, node: dict[str, Any], where: str) -> tuple[str, Any]:
+        """``node``'s ``$ref`` and the schema it names (``#`` is the root), or the refusal naming what is wrong."""
         ref = node["$ref"]
         others = set(node) - ANNOTATIONS - {"$ref", "$defs", "definitions"}
         if others:
             raise UnsupportedSchema(sorted(others)[0], where, "keywords beside $ref are not supported")
         if not isinstance(ref, str):
             raise UnsupportedSchema("$ref", where, f"must be a string, got {_kind(ref)}")
+        if ref == "#":
+            return ref, self.root
         match = re.fullmatch(r"#/(\$defs|definitions)/([^/]+)", ref)
         defs = self.root.get(match.group(1)) if match else None
         name = match.group(2).replace("~1", "/").replace("~0", "~") if match else ""
         if not isinstance(defs, dict) or name not in defs:
             raise UnsupportedSchema("$ref", where, f"{_short(ref)} does not name an entry of the root's $defs "
-                                    "(only '#/$defs/NAME' and '#/definitions/NAME' are supported)")
-        if ref in self.expanding:
-            raise UnsupportedSchema("$ref", where, f"{_short(ref)} is recursive: recursive schemas are not "
-                                    "supported yet (a regular expression cannot nest without bound)")
-        self.expanding.append(ref)
-        try:
-            return self.schema(defs[name], f"{match.group(0)}", depth + 1)  # type: ignore[union-attr]
-        finally:
-            self.expanding.pop()
+                                    "(only '#', '#/$defs/NAME' and '#/definitions/NAME' are supported)")
+        return ref, defs[name]
 
     def any_of(self, node: dict[str, Any], where: str, depth: int) -> Piece:
+        branches = self.branches(node, where)
+        pieces = [self.schema(b, f"{where}/anyOf/{i}", depth + 1) for i, b in enumerate(branches)]
+        return self.bound(alt(pieces), where, "anyOf")
+
+    def branches(self, node: dict[str, Any], where: str) -> list[Any]:
+        """``node``'s ``anyOf`` list, checked."""
         branches = node["anyOf"]
         others = set(node) - ANNOTATIONS - {"anyOf", "$defs", "definitions"}
         if others:
@@ -227,10 +258,14 @@ class _Compiler:
         if len(branches) > LIMITS["anyOf"]:
             raise UnsupportedSchema("anyOf", where, f"{len(branches)} branches, over this server's limit of "
                                     f"{LIMITS['anyOf']}")
-        pieces = [self.schema(b, f"{where}/anyOf/{i}", depth + 1) for i, b in enumerate(branches)]
-        return self.bound(alt(pieces), where, "anyOf")
+        return branches
 
     def constants(self, node: dict[str, Any], types: list[str], where: str) -> Piece:
+        texts = [json_text(value) for value in self.constant_values(node, types, where)]
+        return self.bound(alt([literal(t) for t in texts]), where, "const" if "const" in node else "enum")
+
+    def constant_values(self, node: dict[str, Any], types: list[str], where: str) -> list[Any]:
+        """The values of ``enum`` / ``const`` the rest of ``node`` allows, each once (counted against the limits)."""
         keyword = "const" if "const" in node else "enum"
         if keyword == "const":
             values = [node["const"]]
@@ -240,7 +275,7 @@ class _Compiler:
                 raise UnsupportedSchema("enum", where, f"must be a list of values, got {_kind(values)}")
         self.count("enum", len(values), where, keyword)
         rest = {k: v for k, v in node.items() if k not in ("enum", "const") and k not in ANNOTATIONS}
-        texts: dict[str, None] = {}
+        texts: dict[str, Any] = {}
         for value in values:
             try:
                 text = json_text(value)
@@ -248,14 +283,14 @@ class _Compiler:
                 raise UnsupportedSchema(keyword, where, f"holds a value JSON cannot write: {error}") from None
             self.count("enum_chars", len(text), where, keyword)
             if self.satisfies(value, rest, types):
-                texts[text] = None
+                texts.setdefault(text, value)
         if "const" in node and "enum" in node and json_text(node["const"]) not in {json_text(v) for v in node["enum"]
                                                                                     if _jsonable(v)}:
             texts.clear()
         if not texts:
             raise UnsupportedSchema(keyword, where, "no value satisfies this schema: none of its values is "
                                     f"allowed by the rest of it ({_short(rest)})")
-        return self.bound(alt([literal(t) for t in texts]), where, keyword)
+        return list(texts.values())
 
     def satisfies(self, value: Any, rest: dict[str, Any], types: list[str]) -> bool:
         """Whether ``value`` is allowed by the other keywords beside enum/const (checked by jsonschema)."""
@@ -286,6 +321,17 @@ class _Compiler:
         return Piece("(true|false)", 9) if kind == "boolean" else literal("null")
 
     def object(self, node: dict[str, Any], where: str, depth: int) -> Piece:
+        properties, required = self.object_members(node, where)
+        members = []
+        for name, sub in properties.items():
+            key = literal(json_text(name))
+            value = self.schema(sub, f"{where}/properties/{_pointer(name)}", depth + 1)
+            members.append((seq(key, Piece(WS + ":" + WS, 2), value), name in required))
+        body = self.members(members, where)
+        return self.bound(seq(Piece(r"\{" + WS, 2), body, Piece(WS + r"\}", 2)), where, "properties")
+
+    def object_members(self, node: dict[str, Any], where: str) -> tuple[dict[str, Any], list[str]]:
+        """``node``'s properties and required names, checked (and counted against the limits)."""
         properties = node.get("properties", {})
         if not isinstance(properties, dict):
             raise UnsupportedSchema("properties", where, f"must be an object of schemas, got {_kind(properties)}")
@@ -300,14 +346,9 @@ class _Compiler:
         extra = node.get("additionalProperties", True)
         if not isinstance(extra, (bool, dict)):
             raise UnsupportedSchema("additionalProperties", where, f"must be a boolean or a schema, got {_kind(extra)}")
-        members = []
-        for name, sub in properties.items():
+        for name in properties:
             self.count("enum_chars", len(name), where, "properties")
-            key = literal(json_text(name))
-            value = self.schema(sub, f"{where}/properties/{_pointer(name)}", depth + 1)
-            members.append((seq(key, Piece(WS + ":" + WS, 2), value), name in required))
-        body = self.members(members, where)
-        return self.bound(seq(Piece(r"\{" + WS, 2), body, Piece(WS + r"\}", 2)), where, "properties")
+        return properties, required
 
     def members(self, members: list[tuple[Piece, bool]], where: str) -> Piece:
         """The properties in order, the optional ones optional, with a comma between any two written."""
@@ -324,16 +365,13 @@ class _Compiler:
                 first = alt([with_it_first, first]) if first.regex else \
                     Piece(f"({with_it_first.regex})?", with_it_first.size)
             if first.size > LIMITS["grammar_states"]:
-                raise UnsupportedSchema("properties", where, f"the grammar would have over this server's "
+                raise TooManyStates("properties", where, f"the grammar would have over this server's "
                                         f"limit of {LIMITS['grammar_states']:,} states (optional properties "
                                         "multiply it: make them required, with a null type for 'absent')")
         return first
 
     def array(self, node: dict[str, Any], where: str, depth: int) -> Piece:
-        low = self.count_keyword(node, "minItems", 0, where)
-        high = self.count_keyword(node, "maxItems", None, where)
-        if high is not None and low > high:
-            raise UnsupportedSchema("minItems", where, f"minItems {low} > maxItems {high}: no array satisfies it")
+        low, high = self.array_bounds(node, where)
         item = self.schema(node.get("items", {}), f"{where}/items", depth + 1)
         comma = Piece(WS + "," + WS, 2)
         more = seq(comma, item)
@@ -345,6 +383,14 @@ class _Compiler:
         if low == 0 and items.regex:
             items = Piece(f"({items.regex})?", items.size)
         return self.bound(seq(Piece(r"\[" + WS, 2), items, Piece(WS + r"\]", 2)), where, "items")
+
+    def array_bounds(self, node: dict[str, Any], where: str) -> tuple[int, int | None]:
+        """``minItems`` and ``maxItems`` (None: no end), checked."""
+        low = self.count_keyword(node, "minItems", 0, where)
+        high = self.count_keyword(node, "maxItems", None, where)
+        if high is not None and low > high:
+            raise UnsupportedSchema("minItems", where, f"minItems {low} > maxItems {high}: no array satisfies it")
+        return low, high
 
     def count_keyword(self, node: dict[str, Any], keyword: str, default: int | None, where: str) -> Any:
         value = node.get(keyword, default)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 from mini_vllm.grammar import UnsupportedSchema
@@ -218,8 +219,11 @@ class _Builder:
         self.add(symbol, self.symbol(schema))
         return symbol
 
-    def object_rules(self, name: str, schema: dict[str, Any]) -> None:
-        """Properties in order; ``first_k`` starts at property k with nothing written yet, ``rest_k`` after a comma."""
+    def object_rules(self, name: str, schema: dict[str, Any],
+                     value: Callable[[str, Any], str] | None = None) -> None:
+        """Properties in order; ``first_k`` starts at property k with nothing written yet, ``rest_k`` after a comma.
+
+        ``value(key, subschema)`` writes a property's value (default: :meth:`symbol`)."""
         props = list(schema["properties"].items())
         required = set(schema.get("required") or ())
         n = len(props)
@@ -228,7 +232,7 @@ class _Builder:
         pairs = []
         for key, sub in props:
             key_lexeme = self.lexeme(_meta_escape(json.dumps(key, ensure_ascii=False)), "KEY")
-            pairs.append((key_lexeme, self.punct("COLON"), self.symbol(sub)))
+            pairs.append((key_lexeme, self.punct("COLON"), value(key, sub) if value else self.symbol(sub)))
         first = [f"{name}_first{k}" for k in range(n)]
         rest = [f"{name}_rest{k}" for k in range(n)]
         comma = self.punct("COMMA")

@@ -113,12 +113,17 @@ def tool_result(prompt_tail: str) -> str | None:
 
 
 # Scoring mode (lab-08). A request that mentions JSON gets a reply with prose around the object;
-# "think json" thinks first. These apply to scores() only: reply_ids() keeps the scripts above.
+# "think json" thinks first; "tree json" answers with a tree, objects inside arrays inside objects
+# (lab-09: only a grammar with a stack holds it). These apply to scores() only: reply_ids() keeps the
+# scripts above.
 WEATHER_JSON: dict[str, Any] = {"city": "東京", "temperature": 18, "unit": "celsius", "note": "🌸 花見 🫨"}
 WEATHER_JSON_TEXT = json.dumps(WEATHER_JSON, ensure_ascii=False)
+TREE_JSON: dict[str, Any] = {"v": 1, "kids": [{"v": 2, "kids": []}, {"v": 3, "kids": [{"v": 4, "kids": []}]}]}
+TREE_JSON_TEXT = json.dumps(TREE_JSON)
 JSON_THOUGHT = "\nThey want JSON. 東京 is 18 degrees 🫨.\n"
 SCORED_SCRIPTS: dict[str, str] = {
     "think json": THINK_OPEN + JSON_THOUGHT + THINK_CLOSE + "\n\nHere you go: " + WEATHER_JSON_TEXT + " Enjoy!",
+    "tree json": "A tree, as JSON: " + TREE_JSON_TEXT + " (each node's kids are nodes too).",
     "json": "Sure! Here is the weather as JSON:\n```json\n" + WEATHER_JSON_TEXT + "\n```\nAnything else?",
 }
 SCRIPT_BONUS = 2.0  # added to every token that continues the script: above any noise

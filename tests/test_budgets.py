@@ -4,6 +4,7 @@
 - budgets come from grading.toml per lab and never shrink;
 - a lab composes only the reference stages the spec names (lab-02: 01, 03, 04, 05, 06);
 - a message over the limit is refused where it is read, before it is buffered;
+- what the trusted side does for graded code is stopped at its CPU budget, even inside one request;
 - student text on its way to a scorecard or results.json loses its terminal escapes and control
   characters, is cut to a length, and an exception raised by graded code is quoted as such.
 """
@@ -77,6 +78,29 @@ def test_a_stopped_process_costs_no_cpu_and_its_wait_for_a_cpu_is_not_wall_time(
     finally:
         process.kill()
         process.wait()
+
+
+class Stopped(BaseException):
+    pass
+
+
+def test_the_cpu_alarm_stops_the_trusted_side_inside_a_long_request() -> None:
+    """What the trusted side does for graded code (a served request, a reference stage) is stopped at its budget
+    of CPU seconds, even in the middle of one request; disarmed, it never fires."""
+    started = time.process_time()
+    with pytest.raises(Stopped):
+        assert budget.ALARM.arm(0.2, Stopped)
+        try:
+            while time.process_time() < started + 5:  # a served request that would run for 5 s
+                pass
+        finally:
+            budget.ALARM.disarm()
+    assert 0.15 < time.process_time() - started < 1.5, "stopped at its budget, not at the request's end"
+    budget.ALARM.arm(0.05, Stopped)
+    budget.ALARM.disarm()
+    end = time.process_time() + 0.2
+    while time.process_time() < end:  # nothing rings once disarmed
+        pass
 
 
 def test_each_lab_has_its_budget_in_grading_toml_and_the_override_wins(monkeypatch: pytest.MonkeyPatch) -> None:

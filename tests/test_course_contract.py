@@ -178,9 +178,10 @@ def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Pat
 def test_the_slowest_honest_call_uses_under_a_tenth_of_its_budget(lab_dir: Path) -> None:
     """The canary (the reference, marking what it returns) is graded through the sandbox, which records what
     each call cost in CPU time: the lab's budget in grading.toml must leave ten times its slowest call, and
-    what crossed must stay far below the bounds on one message and on one test (mini_vllm/sandbox)."""
+    what crossed and what the trusted side served must stay far below their bounds for one message and one
+    test (mini_vllm/sandbox)."""
     from mini_vllm.sandbox.peer import MAX_MESSAGE
-    from mini_vllm.sandbox.remote import BYTES_PER_TEST
+    from mini_vllm.sandbox.remote import BYTES_PER_TEST, SERVED_PER_TEST_S
 
     lab = f"lab-{lab_number(lab_dir.name)}"
     run = graded(first_batch(lab_dir)).runs["canary"]
@@ -193,6 +194,8 @@ def test_the_slowest_honest_call_uses_under_a_tenth_of_its_budget(lab_dir: Path)
         f"(call_budget_s in grading.toml, {cost['budget_cpu_s']} s) must be at least ten times that")
     assert cost["largest_message_bytes"] < MAX_MESSAGE / 8 and cost["most_bytes_in_a_test"] < BYTES_PER_TEST / 8, (
         f"{lab}'s honest replies come near the bounds on what crosses: {cost}")
+    assert cost["most_served_cpu_s_in_a_test"] < SERVED_PER_TEST_S / 10, (
+        f"{lab}'s honest tests have the trusted side serve near the bound on one test's serving: {cost}")
 
 
 @pytest.mark.parametrize("variant", [variant_param(v) for v in VARIANTS])

@@ -8,6 +8,7 @@ import asyncio
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import jsonschema
@@ -177,3 +178,26 @@ def test_schema_picker_shows_the_same_reply_unmasked_and_constrained(root: str, 
     content = reply.choices[0].message.content or ""
     jsonschema.validate(json.loads(content), schema["schema"])
     assert json.loads(content) == json.loads(WEATHER_JSON_TEXT), "masked, the model still says what it meant to"
+
+
+def test_schema_picker_offers_a_nested_and_a_recursive_schema_and_serves_both(root: str) -> None:
+    """Nesting is lab-08's regex; recursion (a $ref that refers back) needs lab-09's stack: both offered and served."""
+    settings = httpx.get(root + "/demo/scripts").json()
+    schemas = {s["key"]: s["schema"] for s in settings["schemas"]}
+
+    def nests(schema: Any) -> bool:
+        return isinstance(schema, dict) and any(
+            isinstance(v, dict) and (v.get("type") in ("object", "array") or nests(v)) for v in
+            [*schema.get("properties", {}).values(), schema.get("items")])
+    nested = [key for key, schema in schemas.items() if nests(schema) and "$ref" not in json.dumps(schema)]
+    recursive = [key for key, schema in schemas.items() if '"$ref": "#' in json.dumps(schema)]
+    assert nested and recursive, f"the picker offers a nested and a recursive schema: {sorted(schemas)}"
+    client = openai.OpenAI(base_url=f"{root}/demo/tokenizers/bpe/v1", api_key="not-needed", max_retries=0,
+                           timeout=120)
+    for key in (nested[0], recursive[0]):
+        reply = client.chat.completions.create(
+            model=MODEL_NAME, messages=[{"role": "user", "content": "japanese" + settings["as_json"]}],
+            response_format={"type": "json_schema", "json_schema": {"name": key, "strict": True,
+                                                                     "schema": schemas[key]}})
+        assert reply.choices[0].finish_reason == "stop", reply
+        jsonschema.validate(json.loads(reply.choices[0].message.content or ""), schemas[key])

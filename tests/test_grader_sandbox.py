@@ -294,3 +294,27 @@ def test_what_the_tests_lend_cannot_be_turned_against_them(tmp_path: Path) -> No
     lost = [t["name"] for t in run.tests if t["score"] < t["max_score"]]
     assert not lost, f"the submission is the reference, so it loses nothing: {lost}\n{run.output[-3000:]}"
     assert not any(path.exists() for path in written), "a lent object wrote a file from the trusted side"
+
+
+@pytest.mark.slow
+def test_a_flood_of_served_requests_fails_its_test_not_the_grader(tmp_path: Path) -> None:
+    """A child that has the trusted side encode, convert and decode the largest arguments it may send, in a loop
+    that never ends: each served request counts against its call's CPU budget and is stopped there, the test
+    fails (after its one retry), the grading ends, and the trusted side's work for it stays within a budget."""
+    run = run_lab_tests(next(LABS_DIR.glob("lab-04-*")),
+                        {"LAB_SANDBOX": "1", "LAB_IMPL_04": str(
+                            sly_submission("lab04_floods_the_served_tokenizer", "lab-04", tmp_path))},
+                        args=["-k", "test_cost_per_token_is_bounded[bpe-ascii] or test_prompt_is_never_re_emitted"],
+                        timeout=600)
+    by_name = {t["name"].split(" › ")[-1]: t for t in run.tests}
+    flooded = by_name.get("test_cost_per_token_is_bounded[bpe-ascii]")
+    assert flooded and flooded["score"] == 0, f"the flooding push must fail its test:\n{run.output[-3000:]}"
+    # Stopped by whichever check comes first: the alarm inside a request, or the look between two of them.
+    assert "IncrementalDetokenizer.push used more than its budget" in flooded["output"], flooded["output"][:800]
+    honest = [t for name, t in by_name.items() if name.startswith("test_prompt_is_never_re_emitted")]
+    assert honest and all(t["score"] == t["max_score"] for t in honest), (
+        f"where nothing is served the submission is the reference, so it keeps its points:\n{run.output[-3000:]}")
+    cost = run.results["extra_data"]["call_costs"]["lab-04"]
+    assert 0 < cost["most_served_cpu_s_in_a_test"] <= 2 * cost["budget_cpu_s"], (
+        f"the trusted side served the flood within the call's budget (plus a batch's allowance): {cost}")
+

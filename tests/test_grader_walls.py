@@ -17,9 +17,11 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -118,9 +120,27 @@ def grader_uid() -> int:
         return pwd.getpwnam(GRADER_USER).pw_uid
 
 
+@dataclass(frozen=True)
+class UserCourse:
+    """A copy of the course owned by an ordinary user, and the command prefix that runs a program as that user."""
+
+    course: Path
+    uid: int
+    as_user: list[str]
+
+    def env(self, home: Path) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_IMPL", "PYTEST"))}
+        return {**env, "HOME": str(home), "USER": GRADER_USER, "LOGNAME": GRADER_USER}
+
+    def own(self, *paths: Path) -> None:
+        for top in paths:
+            for path in [top, *top.rglob("*")]:
+                os.lchown(path, self.uid, self.uid)
+
+
 @pytest.fixture(scope="module")
-def graded_as_user(another_copy: Path) -> Iterator[tuple[dict[str, LabRun], bool]]:
-    """The same batch graded by an ordinary user, in a copy of the course it owns (the venv is shared, read-only)."""
+def user_course() -> Iterator[UserCourse]:
+    """The course copied for an ordinary user, as an instructor's own checkout (the venv is shared, read-only)."""
     if os.geteuid() != 0:
         pytest.skip("run as root: the test makes an ordinary user and grades as it")
     uid = grader_uid()
@@ -128,22 +148,32 @@ def graded_as_user(another_copy: Path) -> Iterator[tuple[dict[str, LabRun], bool
     try:
         shutil.copytree(REPO_ROOT, course, dirs_exist_ok=True, symlinks=True, ignore=shutil.ignore_patterns(
             ".venv", ".git", "build", "__pycache__", "*_cache", "node_modules", "*.egg-info"))
-        poster = write_poster(course)
-        for path in [course, *course.rglob("*")]:
-            os.lchown(path, uid, uid)
-        course.chmod(0o755)
-        before = digest(course)
         # The interpreter may sit where only root may enter (pyenv below /root): the user is shown the way to it.
         as_user = isolation.as_user(uid, [isolation.Seen("the interpreter", p) for p in isolation.interpreter_paths()])
-        cleaned_mailboxes()
-        try:
-            runs = run_jobs(course / IN_RELEASE, jobs(course, poster), timeout=600, as_user=as_user, owner=uid,
-                            course=course)
-        finally:
-            cleaned_mailboxes()
-        yield runs, before == digest(course)
+        mine = UserCourse(course, uid, as_user)
+        mine.own(course)
+        course.chmod(0o755)
+        # A checkout of its own: the autograder's builder lists the course's files as git does.
+        subprocess.run([*as_user, "git", "init", "-q", str(course)], check=True, capture_output=True)
+        yield mine
     finally:
         shutil.rmtree(course, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def graded_as_user(another_copy: Path, user_course: UserCourse) -> tuple[dict[str, LabRun], bool]:
+    """The same batch graded by an ordinary user, in a copy of the course it owns."""
+    course = user_course.course
+    poster = write_poster(course)
+    user_course.own(poster)
+    before = digest(course)
+    cleaned_mailboxes()
+    try:
+        runs = run_jobs(course / IN_RELEASE, jobs(course, poster), timeout=600, as_user=user_course.as_user,
+                        owner=user_course.uid, course=course)
+    finally:
+        cleaned_mailboxes()
+    return runs, before == digest(course)
 
 
 def check_batch(runs: dict[str, LabRun], untouched: bool, who: str) -> None:
@@ -264,3 +294,91 @@ def test_a_lab_reached_through_a_link_out_of_the_upload_is_refused(tmp_path: Pat
     lab_03 = next(f for f in locate(upload, tmp_path / "staging") if f.lab == LAB_03.name)
     assert lab_03.file is None, "the other student's file must not be graded as this student's"
     assert "leads out of your upload through a link" in lab_03.problem, lab_03.problem
+
+
+@pytest.mark.slow
+def test_a_batch_graded_by_an_ordinary_user_holds_a_fork_bomb(user_course: UserCourse) -> None:
+    """`make grade-batch` run by an instructor as themself: a student who forks without bound, graded beside an
+    honest one, earns nothing, costs the honest one nothing, and leaves no process of the user behind."""
+    work = Path(tempfile.mkdtemp(prefix="walls-user-batch-"))
+    try:
+        make_student(work / "class" / "honest", (LAB_03 / "solution.py").read_text(encoding="utf-8"))
+        make_student(work / "class" / "fork-bomb", (REPO_ROOT / DISHONEST / "forks_without_bound.py").read_text())
+        (work / "out").mkdir()
+        user_course.own(work)
+        work.chmod(0o755)
+        done = subprocess.run([*user_course.as_user, sys.executable, "-m", "instructor.autograder.batch",
+                               str(work / "class"), "--out", str(work / "out"), "--labs", "03", "--jobs", "2"],
+                              cwd=user_course.course, env=user_course.env(work / "out"), capture_output=True,
+                              text=True, timeout=1200)
+        assert done.returncode == 0, f"grade-batch as an ordinary user failed:\n{done.stdout}\n{done.stderr}"
+        with (work / "out" / "scores.csv").open(encoding="utf-8") as handle:
+            rows = {row["submission"]: row for row in csv.DictReader(handle)}
+        honest = json.loads((work / "out" / "honest" / "results.json").read_text(encoding="utf-8"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert rows["honest"]["status"] == "graded" and rows["honest"]["total"] == rows["honest"]["max"], rows["honest"]
+    assert rows["fork-bomb"]["status"] == "graded" and rows["fork-bomb"]["total"] == "0", rows["fork-bomb"]
+    if isolation.probe().kind == isolation.BWRAP:
+        assert honest["extra_data"]["official"] is True, honest["extra_data"]["isolation"]
+    left = subprocess.run(["pgrep", "-u", str(user_course.uid)], capture_output=True, text=True).stdout.split()
+    assert not left, f"the grading left processes of the grader's user running: {left}"
+
+
+# A bubblewrap that cannot make namespaces, as in a container that forbids them (bwrap's own words).
+FAILING_BWRAP = ("#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the kernel does "
+                 "not allow non-privileged user namespaces.' >&2\nexit 1\n")
+
+
+def failing_bwrap_path(folder: Path) -> str:
+    """A PATH whose ``bwrap`` is :data:`FAILING_BWRAP`: the grader finds it by name, as it finds the real one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "bwrap").write_text(FAILING_BWRAP, encoding="utf-8")
+    (folder / "bwrap").chmod(0o755)
+    folder.chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def test_where_bubblewrap_cannot_make_namespaces_a_root_grade_is_not_official_unless_its_own_user_holds(
+        tmp_path: Path) -> None:
+    """Found by trying at start: the grade still runs, and says what walled it and why it is not official."""
+    run = run_jobs(LAB_03, [Job("reference", {"LAB_SANDBOX": "1", "PATH": failing_bwrap_path(tmp_path / "bin")})],
+                   timeout=600)["reference"]
+    extra = run.results.get("extra_data", {})
+    assert run.tests and run.results["score"] == extra["max_score"] > 0, f"the reference is graded:\n{run.output}"
+    said = extra["isolation"]
+    assert not said.startswith("bubblewrap"), said
+    if os.geteuid() == 0 and extra["official"]:  # a root grader whose own user for the child could read nothing
+        assert said.startswith("a user id of its own"), said
+    else:
+        assert extra["official"] is False and "bubblewrap cannot make namespaces here" in said, said
+
+
+def test_where_bubblewrap_cannot_make_namespaces_an_ordinary_users_grade_is_not_official_and_batches_refuse(
+        user_course: UserCourse) -> None:
+    """An ordinary user cannot give the child another user id: `make grade` runs, marked not official, and
+    grade-batch refuses to grade."""
+    course = user_course.course
+    scratch = Path(tempfile.mkdtemp(prefix="walls-no-namespaces-"))
+    try:
+        path = failing_bwrap_path(scratch / "bin")
+        (scratch / "class" / "someone").mkdir(parents=True)
+        user_course.own(scratch)
+        scratch.chmod(0o755)
+        runs = run_jobs(course / IN_RELEASE, [Job("reference", {
+            "LAB_SANDBOX": "1", "PATH": path, "LAB_IMPL_03": str(course / IN_RELEASE / "solution.py")})],
+                        timeout=600, as_user=user_course.as_user, owner=user_course.uid, course=course)
+        batch_run = subprocess.run([*user_course.as_user, sys.executable, "-m", "instructor.autograder.batch",
+                                    str(scratch / "class"), "--out", str(scratch / "out")], cwd=course,
+                                   env={**user_course.env(scratch), "PATH": path}, capture_output=True, text=True,
+                                   timeout=600)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    run = runs["reference"]
+    extra = run.results.get("extra_data", {})
+    assert run.tests and run.results["score"] == extra["max_score"] > 0, f"the grade still runs:\n{run.output}"
+    assert extra["official"] is False, extra
+    assert "bubblewrap cannot make namespaces here (bwrap: No permissions" in extra["isolation"], extra["isolation"]
+    assert batch_run.returncode != 0 and "refusing to grade" in batch_run.stdout + batch_run.stderr, (
+        batch_run.stdout + batch_run.stderr)
+

@@ -31,13 +31,9 @@ from mini_vllm.labs import LABS_DIR, REPO_ROOT
 LABS = sorted(p.name[:6] for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startswith("lab-"))
 # Answers the probe finds today, each with its reason; the test fails on any other. (lab-05's batch_answer and
 # lab-06's rule_split, second implementations of task 1, became properties; lab-08's oracle_bytes, oracle_mask
-# and oracle_sample were removed the same way.)
-KNOWN_ANSWERS: dict[tuple[str, str, str], str] = {
-    ("lab-09", "EarleyParser", "mini_vllm/testing/stack.py: LarkParser"):
-        "lab-09's tasks 2-4 run on lark's LALR(1) parser behind task 1's interface (so a parser bug costs points "
-        "in task 1 only); it passes task 1's walks on LALR grammars, not the ambiguous anyOf of "
-        "test_whole_texts_agree_with_lark_earley (an open issue: task 1 needs more tests LALR cannot pass)",
-}
+# and oracle_sample were removed the same way; lab-09's LarkParser, the LALR(1) parser tasks 2-4 run on, answers
+# no test of task 1 since each of them holds an ambiguous grammar, for which LALR builds no table.)
+KNOWN_ANSWERS: dict[tuple[str, str, str], str] = {}
 # Each lab's probe is its own subprocess (the lab's tests on the reference, then the replay): labs spread over the
 # workers. Seconds of CPU on a quiet machine; the limit is for a loaded one.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]

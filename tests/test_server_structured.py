@@ -7,6 +7,10 @@ the toy model's scoring mode under the mask. The rules under test:
   ``tool_choice`` ``required`` / a named function (Chat) and ``any`` / ``tool`` (Messages): every reply
   validates against its schema (``jsonschema``), streamed or not, on the byte, bpe and spm families,
   at 1 to 8 tokens per engine step, for several seeds;
+- what needs a stack (lab-09 over lab-08): ``json_object`` is any JSON object, nested; a recursive schema
+  (``$ref`` to ``#``, or a ``$defs`` entry that refers back) is served, as a reply, a forced call's
+  arguments and after a thought; while lab-09 is the starter's stub, ``json_object`` is lab-08's flat
+  object and a recursive schema is the 501 naming lab-09's task;
 - a schema keyword outside the supported subset is a 400 naming the keyword;
 - stop strings and a schema do not mix: a 400 naming ``stop`` (a stop string would cut the JSON).
 """
@@ -26,6 +30,7 @@ import pytest
 
 from mini_vllm.labs import load_lab
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
+from mini_vllm.toy_model import TREE_JSON
 
 SOLUTION = load_lab("lab-02", "solution")
 ASK_JSON = "the weather in Tokyo as json, please"
@@ -36,6 +41,13 @@ class Weather(pydantic.BaseModel):
     temperature: int
     unit: Literal["celsius", "fahrenheit"]
     note: str
+
+
+class Node(pydantic.BaseModel):
+    """Recursive: the openai client sends it as a $defs entry that refers to itself."""
+
+    v: int
+    kids: list[Node]
 
 
 WEATHER_TOOL_SCHEMA: dict[str, Any] = {
@@ -173,12 +185,25 @@ BAD = [
     ("/v1/messages", {"max_tokens": 50, "messages": [{"role": "user", "content": "hi"}], "stop_sequences": ["}"],
       "tools": [{"name": "f", "input_schema": OTHER_TOOL_SCHEMA}], "tool_choice": {"type": "any"}}, None,
      "cannot be combined"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
+            "kids": {"type": "array", "items": {"$ref": "#"}}, "tag": {"type": "string", "pattern": "a"}}}}}},
+     "response_format.json_schema.schema", "'pattern'"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
+            f"p{i}": {"type": "array", "items": {"$ref": "#"}, "maxItems": 32} for i in range(80)}}}}},
+     "response_format.json_schema.schema", "limit of 2,000 rules and lexemes"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}}}},
+     "response_format.json_schema.schema", "no value satisfies"),
 ]
 
 
 @pytest.mark.parametrize(("path", "body", "param", "words"), BAD,
                          ids=["keyword-format", "tool-anyOf", "stop-and-schema", "responses-pattern",
-                              "messages-oneOf", "messages-stop-and-tool"])
+                              "messages-oneOf", "messages-stop-and-tool", "recursive-pattern",
+                              "recursive-over-the-grammar-limit", "recursive-without-end"])
 def test_unsupported_schema_or_stop_with_a_schema_is_a_400_naming_it(
         servers: dict[tuple[str, int, int], BackgroundServer], path: str, body: dict[str, Any], param: str | None,
         words: str) -> None:
@@ -189,6 +214,108 @@ def test_unsupported_schema_or_stop_with_a_schema_is_a_400_naming_it(
     assert words in error["message"], error
     if param is not None:
         assert (error.get("param") or "").startswith(param), error
+
+
+TREE: dict[str, Any] = {  # recursive: each node's kids are nodes ($ref to the root)
+    "type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+    "required": ["v", "kids"], "additionalProperties": False}
+LINKED_LIST: dict[str, Any] = {  # recursive through $defs: a node's next is a node or null
+    "$defs": {"node": {"type": "object", "properties": {
+        "value": {"type": "string", "maxLength": 12}, "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+        "required": ["value", "next"], "additionalProperties": False}}, "$ref": "#/$defs/node"}
+ASK_TREE = "a tree json, please"  # the toy model's scored script: a tree, three levels deep, in prose
+
+
+def depth(value: Any) -> int:
+    """How many objects and arrays nest at the deepest point of ``value``."""
+    if isinstance(value, dict):
+        return 1 + max((depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((depth(v) for v in value), default=0)
+    return 0
+
+
+@pytest.mark.parametrize("setup", SETUPS[::3], ids=ids)
+def test_json_object_is_any_json_object_nested(servers: dict[tuple[str, int, int], BackgroundServer],
+                                               setup: tuple[str, int, int]) -> None:
+    """Objects inside arrays inside objects: no regular expression holds that; lab-09's parser does."""
+    reply = openai_client(servers[setup]).chat.completions.create(
+        model=MODEL_NAME, messages=[{"role": "user", "content": ASK_TREE}], response_format={"type": "json_object"})
+    assert reply.choices[0].finish_reason == "stop", reply
+    value = json.loads(reply.choices[0].message.content or "")
+    assert value == TREE_JSON, (
+        f"json_object is any JSON object, nested as deep as the reply goes: masked, the model still writes the tree "
+        f"it meant ({depth(TREE_JSON)} levels deep); got {value!r}")
+
+
+@pytest.mark.parametrize("setup", SETUPS[::2], ids=ids)
+def test_a_recursive_schema_is_served_and_every_reply_validates(
+        servers: dict[tuple[str, int, int], BackgroundServer], setup: tuple[str, int, int]) -> None:
+    client = openai_client(servers[setup])
+    for schema, ask in ((TREE, ASK_TREE), (LINKED_LIST, ASK_JSON), (TREE, "hello")):
+        response_format: Any = {"type": "json_schema", "json_schema": {"name": "x", "strict": True, "schema": schema}}
+        messages: Any = [{"role": "user", "content": ask}]
+        whole = client.chat.completions.create(model=MODEL_NAME, messages=messages, response_format=response_format)
+        assert whole.choices[0].finish_reason == "stop", whole
+        value = json.loads(whole.choices[0].message.content or "")
+        jsonschema.validate(value, schema)
+        streamed = "".join(chunk.choices[0].delta.content or "" for chunk in client.chat.completions.create(
+            model=MODEL_NAME, messages=messages, response_format=response_format, stream=True) if chunk.choices)
+        assert json.loads(streamed) == value, "streamed or not, the same seed and message give the same reply"
+        if ask == ASK_TREE:
+            assert value == TREE_JSON, f"masked by the recursive schema, the model still writes its tree: {value!r}"
+
+
+@pytest.mark.parametrize("setup", SETUPS[1::3], ids=ids)
+def test_a_recursive_pydantic_model_parses(servers: dict[tuple[str, int, int], BackgroundServer],
+                                           setup: tuple[str, int, int]) -> None:
+    client = openai_client(servers[setup])
+    reply = client.chat.completions.parse(model=MODEL_NAME, messages=[{"role": "user", "content": ASK_TREE}],
+                                          response_format=Node)
+    assert reply.choices[0].message.parsed == Node.model_validate(TREE_JSON), reply.choices[0].message.content
+    answer = client.responses.parse(model=MODEL_NAME, input=ASK_TREE, text_format=Node)
+    assert answer.output_parsed == Node.model_validate(TREE_JSON), answer
+
+
+def test_a_recursive_schema_after_a_thought_and_as_a_forced_call(
+        servers: dict[tuple[str, int, int], BackgroundServer]) -> None:
+    client = openai_client(servers[("bpe", 3, 0)])
+    reply = client.chat.completions.create(
+        model=MODEL_NAME, messages=[{"role": "user", "content": "think json: the weather"}],
+        response_format={"type": "json_schema", "json_schema": {"name": "l", "strict": True, "schema": LINKED_LIST}},
+        extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    message = reply.choices[0].message
+    assert "18 degrees" in getattr(message, "reasoning", ""), "the thought is the model's own, unmasked"
+    jsonschema.validate(json.loads(message.content or ""), LINKED_LIST)
+    tools: Any = [{"type": "function", "function": {"name": "plant", "parameters": TREE}}, *CHAT_TOOLS]
+    call = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": ASK_TREE}],
+                                          tools=tools, tool_choice={"type": "function", "function": {"name": "plant"}})
+    calls = call.choices[0].message.tool_calls or []
+    assert call.choices[0].finish_reason == "tool_calls" and len(calls) == 1, call
+    jsonschema.validate(json.loads(calls[0].function.arguments), TREE)  # type: ignore[union-attr]
+    anyone = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "hello"}],
+                                            tools=tools, tool_choice="required")
+    calls = anyone.choices[0].message.tool_calls or []
+    assert anyone.choices[0].finish_reason == "tool_calls" and len(calls) == 1, anyone
+    chosen = next(t["function"]["parameters"] for t in tools if t["function"]["name"] == calls[0].function.name)  # type: ignore[union-attr]
+    jsonschema.validate(json.loads(calls[0].function.arguments), chosen)  # type: ignore[union-attr]
+
+
+def test_while_lab09_is_a_stub_json_object_is_flat_and_recursion_a_501(
+        servers: dict[tuple[str, int, int], BackgroundServer], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The student's release before lab-09: json_object falls back to lab-08's flat object (any JSON object
+    whose values are scalars), and a recursive schema says which task of lab-09 serves it."""
+    monkeypatch.setenv("LAB_IMPL_09", "starter")
+    server = servers[("bpe", 2, 2)]
+    reply = openai_client(server).chat.completions.create(
+        model=MODEL_NAME, messages=[{"role": "user", "content": ASK_TREE}], response_format={"type": "json_object"})
+    value = json.loads(reply.choices[0].message.content or "")
+    assert isinstance(value, dict) and depth(value) == 1, f"lab-08's flat object: scalars inside one object: {value!r}"
+    refused = httpx.post(server.base_url + "/chat/completions", timeout=60, json={
+        "model": MODEL_NAME, "messages": [{"role": "user", "content": ASK_TREE}], "response_format": {
+            "type": "json_schema", "json_schema": {"name": "t", "strict": True, "schema": TREE}}})
+    assert refused.status_code == 501, refused.text[:300]
+    assert "lab-09 task 1" in refused.json()["error"]["message"], refused.json()
 
 
 def test_without_the_mask_the_same_request_is_not_json(servers: dict[tuple[str, int, int], BackgroundServer]) -> None:

@@ -118,10 +118,13 @@ def test_arrays_nested_20_deep_are_a_400_at_once_without_a_stall_or_memory(serve
             "message"], reply.json()
     assert rss_mb() - before < 200, f"the server grew {rss_mb() - before:.0f} MB on five refused schemas"
     within: dict[str, Any] = {"type": "string"}
-    for _ in range(5):  # within the depth limit, but each level multiplies the grammar
+    for _ in range(5):  # within the depth limit: each level multiplies a regex, but adds a few rules to a grammar
         within = {"type": "array", "items": within, "maxItems": 16}
-    reply = httpx.post(server.base_url + "/chat/completions", json=chat(within), timeout=60)
-    assert reply.status_code == 400 and "limit" in reply.json()["error"]["message"], reply.text[:300]
+    reply = httpx.post(server.base_url + "/chat/completions", json=chat(within, max_tokens=200), timeout=120)
+    assert reply.status_code == 200, f"past the regex's size limit, lab-09's stack serves it: {reply.text[:300]}"
+    choice = reply.json()["choices"][0]
+    if choice["finish_reason"] == "stop":
+        jsonschema.validate(json.loads(choice["message"]["content"]), within)
 
 
 # ------------------------------------------------------------------ row 2: slow compiles whose clients leave
@@ -184,7 +187,8 @@ def test_a_compile_past_its_memory_limit_is_killed_and_answered_400() -> None:
         schema = {"type": "object", "properties": {f"m{j}": {"type": "string", "maxLength": 256} for j in range(8)},
                   "required": [f"m{j}" for j in range(8)]}
         reply = httpx.post(small.base_url + "/chat/completions", json=chat(schema), timeout=300)
-        assert reply.status_code == 400, f"a compile out of memory must be a 400, not {reply.status_code}: {reply.text[:300]}"
+        assert reply.status_code == 400, (
+            f"a compile out of memory must be a 400, not {reply.status_code}: {reply.text[:300]}")
         error = reply.json()["error"]
         assert error["code"] == "grammar_too_complex" and "260 MiB of memory" in error["message"], error
         reply = httpx.post(small.base_url + "/chat/completions", json=chat({"type": "boolean"}), timeout=120)
@@ -322,28 +326,22 @@ def test_a_schema_no_value_satisfies_is_a_400_naming_the_keyword(server: Backgro
 
 
 def test_a_huge_logit_bias_is_a_400_without_a_stall(server: BackgroundServer) -> None:
-    """Refused by a slice-at-a-time count of its separators, before the C parser or pydantic hold the GIL.
-
-    The 12 MB upload itself is read on the event loop (uvicorn's h11), which stretches other streams'
-    gaps for any body that size; so the bound is twice the gap alone or what an ordinary body of the
-    same size costs, whichever is larger (before: 200 and a 1.5 s stall)."""
+    """Refused by a slice-at-a-time count of its separators, before the C parser or pydantic hold the GIL
+    (before: 200 and a 1.5 s stall). The 12 MB upload itself is read on the event loop (uvicorn's h11):
+    about 24 ms of the loop's CPU per request, in some 150 callbacks of well under a millisecond each
+    (cProfile of the server thread over three such requests: recv 44 ms, h11's buffer 18 ms, the join
+    10 ms). So the bound is the issue's own, the victim's largest gap within twice its gap alone
+    (measured 27-33 ms beside against 25-30 ms alone at load 4 on the 2-core machine)."""
     keys = json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}],
                        "logit_bias": {str(i): 1 for i in range(900_000)}}).encode()
-    plain = json.dumps({"model": MODEL_NAME, "max_tokens": 1, "messages": [
-        {"role": "user", "content": "a" * (len(keys) - 100)}]}).encode()
-
-    def beside(body: bytes) -> tuple[float, httpx.Response]:
-        victim = Victim(server)
-        time.sleep(0.3)
-        reply = httpx.post(server.base_url + "/chat/completions", content=body, timeout=60,
-                           headers={"content-type": "application/json"})
-        return victim.largest_gap(), reply
-
     alone = gap_alone(server)
-    same_size, _ = beside(plain)
-    gap, reply = beside(keys)
+    victim = Victim(server)
+    time.sleep(0.3)
+    reply = httpx.post(server.base_url + "/chat/completions", content=keys, timeout=60,
+                       headers={"content-type": "application/json"})
+    gap = victim.largest_gap()
     assert reply.status_code == 400 and reply.json()["error"]["code"] == "request_too_large", reply.text[:300]
-    assert_no_stall(max(alone, same_size / 2), gap, "a logit_bias of 900,000 keys")
+    assert_no_stall(alone, gap, "a logit_bias of 900,000 keys")
     small = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
              "logit_bias": {str(i): 1 for i in range(2000)}}
     reply = httpx.post(server.base_url + "/chat/completions", json=small, timeout=60)

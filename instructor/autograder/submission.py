@@ -109,7 +109,8 @@ def _check_size(archive: Path, members: list[zipfile.ZipInfo]) -> None:
         entry[0] += member.file_size
         entry[1] += 1
     largest = sorted(by_folder.items(), key=lambda item: -item[1][0])[:3]
-    named = ", ".join(f"{name} ({size / 2**20:.0f} MB, {count:,} files)" for name, (size, count) in largest)
+    named = ", ".join(f"{name} ({size / 2**20:.0f} MB, {count:,} file{'s' * (count != 1)})"
+                      for name, (size, count) in largest)
     raise UploadTooLarge(
         f"{archive.name} was not unpacked: even without {', '.join(sorted(IGNORED_DIRS - {'__MACOSX'}))} it holds "
         f"{total / 2**20:.0f} MB in {len(members):,} files, and a copy of the course is a few MB "

@@ -74,7 +74,19 @@ WEATHER_SCHEMA: dict[str, Any] = {
     "properties": {"city": {"type": "string", "maxLength": 8}, "temperature": {"type": "integer"},
                    "unit": {"enum": ["celsius", "fahrenheit"]}, "note": {"type": "string"}},
 }
-SCHEMAS: dict[str, dict[str, Any]] = {"weather": WEATHER_SCHEMA}
+FORECAST_SCHEMA: dict[str, Any] = {  # nested, not recursive: objects inside an array inside an object (lab-08's regex)
+    "type": "object", "additionalProperties": False, "required": ["city", "days"],
+    "properties": {"city": {"type": "string", "maxLength": 8}, "days": {"type": "array", "maxItems": 3, "items": {
+        "type": "object", "additionalProperties": False, "required": ["day", "high"],
+        "properties": {"day": {"enum": ["mon", "tue", "wed"]}, "high": {"type": "integer"}}}}},
+}
+TREE_SCHEMA: dict[str, Any] = {  # recursive: each node's kids are nodes; no regex holds it (lab-09's stack)
+    "type": "object", "additionalProperties": False, "required": ["v", "kids"],
+    "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+}
+SCHEMAS: dict[str, dict[str, Any]] = {"weather": WEATHER_SCHEMA, "forecast": FORECAST_SCHEMA, "tree": TREE_SCHEMA}
+SCHEMA_LABELS = {"weather": "weather (json_schema, strict)", "forecast": "forecast (nested: lab-08's regex)",
+                 "tree": "tree (recursive $ref: lab-09's stack)"}
 AS_JSON = " as json"  # what the page adds to the user message with a schema: the toy model's chatty JSON reply
 MAX_UNMASKED_TOKENS = 400
 # A tab icon, so the browser's automatic /favicon.ico request is not a 404 in every log.
@@ -237,7 +249,7 @@ def add_demo_routes(app: FastAPI, pipeline: ModuleType | None = None, model_name
                 "model": model_name, "max_delay_ms": MAX_DELAY_MS, "pipeline": describe_pipeline(lab),
                 "scripts": [{"key": key, "label": label, "request": REQUEST_EXTRAS.get(key, {})}
                             for key, label in demo_scripts().items()],
-                "schemas": [{"key": key, "label": f"{key} (json_schema, strict)", "schema": schema}
+                "schemas": [{"key": key, "label": SCHEMA_LABELS[key], "schema": schema}
                             for key, schema in SCHEMAS.items()], "as_json": AS_JSON}
 
     @app.get("/demo/token-bytes", include_in_schema=False)

@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
@@ -216,6 +219,43 @@ class Meter:
                 self._handles[pid] = os.open(f"{PROC}/{pid}/stat", os.O_RDONLY)
             except OSError:
                 continue
+
+
+class CpuAlarm:
+    """Stops what this (trusted) process does for graded code once it has used a number of CPU seconds.
+
+    ``setitimer(ITIMER_PROF)`` counts this process's CPU time; when it runs out, SIGPROF raises the
+    armed error in the main thread, wherever that thread is (a served decode, a reference stage run
+    for the child), so no single request the trusted side serves can outlast its budget. Python runs
+    signal handlers on the main thread only, so it is armed there only (elsewhere a served request is
+    bounded by its arguments' sizes and checked when it ends).
+    """
+
+    def __init__(self) -> None:
+        self._error: Callable[[], BaseException] | None = None
+        self._installed = False
+
+    def arm(self, cpu_s: float, error: Callable[[], BaseException]) -> bool:
+        if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+            return False
+        if not self._installed:
+            signal.signal(signal.SIGPROF, self._ring)
+            self._installed = True
+        self._error = error
+        signal.setitimer(signal.ITIMER_PROF, max(cpu_s, 0.001))
+        return True
+
+    def disarm(self) -> None:
+        self._error = None
+        signal.setitimer(signal.ITIMER_PROF, 0)
+
+    def _ring(self, signum: int, frame: object) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error()
+
+
+ALARM = CpuAlarm()
 
 
 class Clock:

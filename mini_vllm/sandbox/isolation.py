@@ -203,8 +203,8 @@ class Walls:
     def describe(self) -> str:
         if self.kind == BWRAP:
             text = ("bubblewrap: an empty root holding only the interpreter, its packages and the engine (read-only), "
-                    "a private /tmp, /proc and /dev; its own user, IPC, network, PID, UTS and cgroup namespaces; "
-                    "no capabilities; no_new_privs; dies with the grader")
+                    "a private /tmp and /proc, a read-only /dev; its own user, IPC, network, PID, UTS and cgroup "
+                    "namespaces; no capabilities; no_new_privs; dies with the grader")
             if self.as_root:
                 text += "; a user id of its own"
         elif self.kind == OWN_USER:

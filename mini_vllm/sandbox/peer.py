@@ -48,6 +48,17 @@ class CallTimedOut(Exception):
     """The reply did not come within the budget."""
 
 
+class ServingStopped(BaseException):
+    """The trusted side stopped serving the child's requests: they used up the call's or the test's CPU budget.
+
+    A BaseException, so no ``except Exception`` in the code being served (a reference stage) swallows it.
+    """
+
+    def __init__(self, message: str, whole_test: bool = False) -> None:
+        super().__init__(message)
+        self.whole_test = whole_test  # the test's own bound, not one call's: no retry
+
+
 def public_methods(cls: type) -> list[str]:
     names = set()
     for klass in cls.__mro__:
@@ -397,7 +408,7 @@ class Peer:
             result = self.perform(op, args)
             reply: list[Any] = [REPLY, number, result]
             self.send(reply)
-        except (ChannelClosed, KeyboardInterrupt):
+        except (ChannelClosed, KeyboardInterrupt, ServingStopped):
             raise
         except BaseException as error:  # the other side's request failed: it gets the exception
             self.annotate(error)

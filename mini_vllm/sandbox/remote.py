@@ -33,8 +33,8 @@ from typing import Any
 
 from mini_vllm.sandbox import budget as budgets
 from mini_vllm.sandbox import isolation
-from mini_vllm.sandbox.budget import Budget, Clock, Meter
-from mini_vllm.sandbox.peer import PARENT, CallTimedOut, ChannelClosed, Peer, StrictLender
+from mini_vllm.sandbox.budget import ALARM, Budget, Clock, Meter
+from mini_vllm.sandbox.peer import PARENT, CallTimedOut, ChannelClosed, Peer, ServingStopped, StrictLender
 from mini_vllm.sandbox.wire import ForeignError, WireError
 
 SETUP_BUDGET_S = 30.0  # CPU seconds to import the submission (and the engine) in a fresh child
@@ -48,6 +48,11 @@ RECORDED_FROM_S = 0.002  # a call that lasted longer (wall) has its CPU time kep
 OUTPUT_KEPT = 64 * 1024
 OUTPUT_PER_TEST = 256 * 1024  # bytes of the child's own printing shown per test; the rest is cut
 BYTES_PER_TEST = 256 * 2**20  # bytes the trusted side reads from the child during one test (honest tests: < 20 MiB)
+# CPU seconds the trusted side may spend serving graded code's requests (a served decode or step, a reference
+# stage it composes) during one test. Each served request also counts against its call's budget, and is stopped
+# there; this bounds what many calls of one test add up to.
+SERVED_PER_TEST_S = 60.0
+SERVE_SLACK_S = 0.05  # a served request is stopped this far past what is left of its budget
 
 
 class SandboxFailure(BaseException):
@@ -97,9 +102,11 @@ class CallCosts:
         self.slowest = ""
         self.largest_message = 0  # bytes
         self.most_bytes_in_a_test = 0
+        self.most_served_s_in_a_test = 0.0  # CPU seconds the trusted side spent serving the child, in one test
 
-    def saw_test(self, received: int) -> None:
+    def saw_test(self, received: int, served_s: float) -> None:
         self.most_bytes_in_a_test = max(self.most_bytes_in_a_test, received)
+        self.most_served_s_in_a_test = max(self.most_served_s_in_a_test, served_s)
 
     def add(self, label: str, cpu_s: float | None) -> None:
         self.calls += 1
@@ -116,11 +123,15 @@ def reset_costs() -> None:
 
 def call_costs() -> dict[str, dict[str, Any]]:
     """What the calls of this process's gradings cost, per lab, against the lab's budget."""
+    for worker in _workers:  # the test running last has not been followed by another's begin_test
+        if worker.test_bytes or worker.test_served_s:
+            _costs.setdefault(worker.number, CallCosts()).saw_test(worker.test_bytes, worker.test_served_s)
     return {f"lab-{number}": {"calls": cost.calls, "slowest_call": cost.slowest or None,
                               "slowest_cpu_s": round(cost.slowest_cpu_s, 3),
                               "budget_cpu_s": call_budget(number).cpu_s,
                               "largest_message_bytes": cost.largest_message,
                               "most_bytes_in_a_test": cost.most_bytes_in_a_test,
+                              "most_served_cpu_s_in_a_test": round(cost.most_served_s_in_a_test, 3),
                               "cpu_measured": budgets.measurable()}
             for number, cost in sorted(_costs.items())}
 
@@ -165,6 +176,8 @@ class ParentPeer(Peer):
         super().__init__(PARENT, read_fd, write_fd, ReferenceLender(worker), load_tokenizer_cached)
         self.worker = worker
         self._counted = 0  # of received_bytes, what was added to the worker's count for the test
+        self._call: tuple[Budget, Clock] | None = None  # the call being waited for: its budget and clock
+        self._serving = False  # a request of the child's is being served (requests can nest)
 
     def request(self, op: str, *args: Any) -> Any:
         label = self.worker.label_of(op, args)
@@ -196,33 +209,80 @@ class ParentPeer(Peer):
             if first_load:  # the child builds a tokenizer it has not built yet: that is not the call's cost
                 budget = budget.plus(FIRST_LOAD_BUDGET_S)
             deadline = clock.started + budgets.SLICE_S
-            looks = 0
-            interrupted = False
-            while True:
-                try:
-                    result = self._await(number, deadline)
-                except CallTimedOut:
-                    if interrupted:
-                        raise
-                    looks += 1
-                    cpu = self._cpu_used(clock, rescan=looks % 5 == 1)
-                    if cpu <= budget.cpu_s and clock.wall_s() <= budget.wall_s:
-                        deadline = time.monotonic() + budgets.SLICE_S  # within budget: keep waiting
-                        continue
-                    self.worker.overrun = cpu
-                    interrupted = True  # ask the child to stop the call; kill it if it does not
-                    self.worker.interrupt()
-                    deadline = time.monotonic() + INTERRUPT_GRACE_S
-                    continue
-                except BaseException:
-                    if interrupted:
-                        raise CallInterrupted() from None
-                    raise
+            outer, self._call = self._call, (budget, clock)
+            try:
+                return self._wait(number, budget, clock, deadline, first_load)
+            finally:
+                self._call = outer
+
+    def _wait(self, number: int, budget: Budget, clock: Clock, deadline: float, first_load: bool) -> Any:
+        looks = 0
+        interrupted = False
+        while True:
+            try:
+                result = self._await(number, deadline)
+            except CallTimedOut:
                 if interrupted:
-                    raise CallInterrupted()
-                slow = time.monotonic() - clock.started > RECORDED_FROM_S and not first_load
-                self.worker.last_cpu_s = self._cpu_used(clock, rescan=False) if slow else None
-                return result
+                    raise
+                looks += 1
+                cpu = self._cpu_used(clock, rescan=looks % 5 == 1)
+                if cpu <= budget.cpu_s and clock.wall_s() <= budget.wall_s:
+                    deadline = time.monotonic() + budgets.SLICE_S  # within budget: keep waiting
+                    continue
+                self.worker.overrun = cpu
+                interrupted = True  # ask the child to stop the call; kill it if it does not
+                self.worker.interrupt()
+                deadline = time.monotonic() + INTERRUPT_GRACE_S
+                continue
+            except ServingStopped:  # the child waits for a reply that will not come: it is ended, not interrupted
+                raise
+            except BaseException:
+                if interrupted:
+                    raise CallInterrupted() from None
+                raise
+            if interrupted:
+                raise CallInterrupted()
+            slow = time.monotonic() - clock.started > RECORDED_FROM_S and not first_load
+            self.worker.last_cpu_s = self._cpu_used(clock, rescan=False) if slow else None
+            return result
+
+    def serve(self, message: list[Any]) -> None:
+        """Serve one request of the child's, under what is left of its call's budget and of the test's bound.
+
+        The CPU this thread spends serving counts against the call (``Clock.served_s``), and an alarm
+        (:class:`~mini_vllm.sandbox.budget.CpuAlarm`) stops a request that would outlast what is left,
+        so the trusted side never works for graded code without a budget, however large the request.
+        """
+        if self._serving:  # a request made while serving another: the outer one's alarm and count cover it
+            super().serve(message)
+            return
+        worker = self.worker
+        left, whole_test = SERVED_PER_TEST_S - worker.test_served_s, True
+        if self._call is not None:
+            budget, clock = self._call
+            for_call = budget.cpu_s - self._cpu_used(clock, rescan=False)
+            if for_call < left:
+                left, whole_test = for_call, False
+        if left <= 0:
+            raise ServingStopped(self._stopped(whole_test), whole_test)
+        self._serving = True
+        started = time.thread_time()
+        armed = ALARM.arm(left + SERVE_SLACK_S, lambda: ServingStopped(self._stopped(whole_test), whole_test))
+        try:
+            super().serve(message)
+        finally:
+            if armed:
+                ALARM.disarm()
+            self._serving = False
+            worker.test_served_s += time.thread_time() - started
+        if worker.test_served_s > SERVED_PER_TEST_S:
+            raise ServingStopped(self._stopped(True), True)
+
+    def _stopped(self, whole_test: bool) -> str:
+        if whole_test:
+            return (f"your code had the tests' side serve it (a served decode or step, a reference stage) for more "
+                    f"than {SERVED_PER_TEST_S:g} s of CPU in this test")
+        return "used more than its budget of CPU time, counting what the tests' side spent serving its requests"
 
     def _cpu_used(self, clock: Clock, rescan: bool) -> float:
         """CPU seconds of the call so far: the child's tree, and this thread serving it (wall time where unmeasured)."""
@@ -294,6 +354,7 @@ class Worker:
         self.confirmed: set[str] = set()  # calls that ran out in a test and again in its retry
         self.timeouts = 0  # calls of this lab that ran out, in the whole run
         self.test_bytes = 0  # read from the child since the test began
+        self.test_served_s = 0.0  # CPU seconds the trusted side spent serving the child since the test began
         self.test_output = 0  # of the child's printing, shown since the test began
         self.output: deque[bytes] = deque()
         self.output_size = 0
@@ -476,6 +537,15 @@ class Worker:
         except TooMuchData as error:
             self.stop()
             raise ChildDied(f"{label}: {error} (the lab goes on in a fresh process)") from None
+        except ServingStopped as stopped:
+            self.stop()  # it waits for a reply that will not come
+            if stopped.whole_test:
+                raise ChildDied(f"{label}: {stopped}; it was stopped there (the lab goes on in a fresh process)") \
+                    from None
+            self.timed_out = label
+            self.timeouts += 1
+            raise CallTimeout(f"{label} {stopped}: your code was stopped there (the lab goes on in a fresh process)",
+                              label=label, retry=not self.confirmed) from None
         except WireError as error:
             self.stop()
             raise ChildDied(f"{label}: your code sent back something that is not a value: {error}") from None
@@ -500,9 +570,10 @@ class Worker:
                 "machine does not change them; the lab goes on in a fresh process)")
 
     def begin_test(self) -> None:
-        if self.test_bytes:
-            _costs.setdefault(self.number, CallCosts()).saw_test(self.test_bytes)
+        if self.test_bytes or self.test_served_s:
+            _costs.setdefault(self.number, CallCosts()).saw_test(self.test_bytes, self.test_served_s)
         self.test_bytes = self.test_output = 0
+        self.test_served_s = 0.0
 
     def _show_output(self) -> None:
         """What the child printed, up to a bound per test (pytest keeps a test's output in memory)."""

@@ -12,7 +12,9 @@ is given into plain values first (an iterator is drawn to its bound, never sent 
 the trusted side checks them again before it runs anything (the stand-in lives in the child, so it
 is the student's too). No attribute of a served object is reachable, and what a served method
 returns is plain data, so nothing leads further into the trusted side. Every argument is bounded,
-so a served call is bounded work, and the graded call that made it is under its own budget.
+so a served call is bounded work; and the trusted side serves it under what is left of the CPU budget
+of the graded call that made it (an alarm stops a request that would outlast it, and the call fails),
+and under a bound on what it serves in one test (:data:`mini_vllm.sandbox.remote.SERVED_PER_TEST_S`).
 """
 
 from __future__ import annotations

@@ -35,9 +35,13 @@ DESCRIPTION = (
     f"{LIMITS['depth']} levels of nesting, {LIMITS['properties']} properties, {LIMITS['enum']} enum/const values, "
     f"{LIMITS['enum_chars']:,} characters of property names and enum/const values, `maxLength` up to "
     f"{LIMITS['maxLength']}, `maxItems` up to {LIMITS['maxItems']}, {LIMITS['anyOf']} branches per `anyOf`, and an "
-    f"automaton of at most about {LIMITS['grammar_states']:,} states (estimated from the schema). A compile runs in a "
-    f"worker process under {CPU_SECONDS} s of CPU time and {MEMORY_BYTES // 1024**3} GiB of memory; past either, a "
-    "400. Not served: `pattern`, `format`, `oneOf`, `allOf`, `not`, recursive `$ref`, number bounds with a fraction."
+    f"automaton of at most about {LIMITS['grammar_states']:,} states (estimated from the schema). A recursive `$ref` "
+    "(to `#`, or to a `$defs` entry that refers back), `json_object` (any JSON object, nested) and a schema past "
+    "that estimate are served by a grammar with a stack (lab-09) of at most "
+    f"{LIMITS['grammar_symbols']:,} rules and lexemes, under the other limits. "
+    f"A compile runs in a worker process under {CPU_SECONDS} s of CPU time and {MEMORY_BYTES // 1024**3} GiB of "
+    "memory; past either, a 400. Not served: `pattern`, `format`, `oneOf`, `allOf`, `not`, number bounds with a "
+    "fraction, a schema no finite value satisfies."
 )
 
 

@@ -1,17 +1,21 @@
 """Grammar compiles in worker processes the server can kill: bounded in CPU time and memory, one per grammar.
 
 A compile (regex -> character automaton -> lab-08's byte automaton and ``TokenIndex``) is
-seconds of pure Python on a big vocabulary, and its size grows with the schema. So it never
-runs in the server's process:
+seconds of pure Python on a big vocabulary, and its size grows with the schema. A grammar with a
+stack (:class:`CompileJob` with a ``sentence``: a recursive schema, ``json_object``) compiles to
+lab-09's grammar with each lexeme's byte automaton lifted by lab-08's ``lift_to_bytes``; its masks
+are lab-09's, computed as the reply goes (``decode_worker``). Either way it never runs in the
+server's process:
 
 - each compile runs in one of a few spawned worker processes, under ``RLIMIT_CPU`` and
   ``RLIMIT_AS``; past either the worker dies, the request gets a 400 naming the limit, and a
   fresh worker takes its place;
-- one compile per (regex, tokenizer, lab code) at a time: every request for the same grammar
+- one compile per (grammar, tokenizer, lab code) at a time: every request for the same grammar
   waits on that one (single-flight), and when the last of them leaves, the compile is killed;
 - the results come back as plain data (the byte automaton's table and the index's distinct
-  masks as ``array('i')``, pickled), kept in a cache bounded in bytes and handed to the decode
-  process (``decode_worker``) with each request that uses them;
+  masks as ``array('i')``; for a stack, the rules and each lexeme's table), pickled, kept in a
+  cache bounded in bytes and handed to the decode process (``decode_worker``) with each request
+  that uses them;
 - requests waiting for a compile count toward a bound (503 past it), like those waiting for
   KV blocks.
 
@@ -35,7 +39,9 @@ from typing import Any
 
 from mini_vllm.api_errors import ApiError
 from mini_vllm.labtypes.lab08 import ByteAutomaton, Vocabulary
+from mini_vllm.schema_grammar import Sentence
 from mini_vllm.server.decode_worker import DecodeWorker
+from mini_vllm.server.stack_decoding import rebuild_grammar
 
 CPU_SECONDS = 60  # one compile's CPU time (Tekken's index for a 32-character string takes about 25 s today)
 MEMORY_BYTES = 4 * 1024**3  # a worker's address space (Tekken's vocabulary and index: a few hundred MB)
@@ -44,9 +50,23 @@ MAX_WAITING = 64  # requests waiting for a compile (running or queued) at once; 
 CACHE_BYTES = 256 * 1024**2  # compiled grammars kept, by their arrays' size
 
 
+@dataclass(frozen=True)
+class CompileJob:
+    """What to compile: lab-08's regex, or (``sentence``) lab-09's grammar with a stack, by whose lab code.
+
+    With both (``json_object``), the regex is the fallback while lab-09 is still the starter's stub.
+    """
+
+    regex: str
+    sentence: Sentence | None
+    lab08: str  # the lab files load_lab chose
+    lab09: str
+
+
 @dataclass
 class Compiled:
-    """A compiled grammar as the worker sent it: the pickled plain data (the decode process rebuilds it)."""
+    """A compiled grammar as the worker sent it: the pickled ("regex" | "stack", plain data) the decode
+    process rebuilds."""
 
     blob: bytes
 
@@ -80,12 +100,12 @@ def _worker_main(conn: Any, memory_bytes: int) -> None:
         if message[0] == "vocab":
             vocabularies[message[1]] = message[2]
             continue
-        _, regex, vocab_key, lab_path, cpu_seconds = message
+        _, job, vocab_key, cpu_seconds = message
         used = resource.getrusage(resource.RUSAGE_SELF)
         spent = int(used.ru_utime + used.ru_stime) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_seconds, resource.RLIM_INFINITY))
         try:
-            conn.send(("ok", pickle.dumps(_compile(regex, vocabularies[vocab_key], lab_path), protocol=5)))
+            conn.send(("ok", pickle.dumps(_compile_job(job, vocabularies[vocab_key]), protocol=5)))
         except MemoryError:
             try:
                 conn.send(("error", ("MemoryError", "out of memory")))
@@ -95,6 +115,14 @@ def _worker_main(conn: Any, memory_bytes: int) -> None:
             conn.send(("error", (type(error).__name__, str(error)[:2000])))
 
 
+def _compile_job(job: CompileJob, vocab: Vocabulary) -> tuple[str, Any]:
+    if job.sentence is not None:
+        stack = _compile_stack(job)
+        if stack is not None:
+            return "stack", stack
+    return "regex", _compile(job.regex, vocab, job.lab08)  # json_object while lab-09 is a stub: the flat object
+
+
 def _compile(regex: str, vocab: Vocabulary, lab_path: str) -> tuple[Any, ...]:
     from mini_vllm.grammar import regex_to_chars
     from mini_vllm.labs import load_lab
@@ -102,6 +130,17 @@ def _compile(regex: str, vocab: Vocabulary, lab_path: str) -> tuple[Any, ...]:
     lab = load_lab("lab-08", lab_path)
     automaton = lab.lift_to_bytes(regex_to_chars(regex))
     index = lab.TokenIndex(automaton, vocab)
+    start, accepting, rows = _automaton_data(automaton)
+    distinct: dict[tuple[int, ...], int] = {}
+    mask_of = array("i")
+    for state in range(len(rows)):
+        mask_of.append(distinct.setdefault(tuple(index.allowed(state)), len(distinct)))
+    masks = [array("i", mask).tobytes() for mask in distinct]
+    return start, accepting, rows, masks, mask_of.tobytes()
+
+
+def _automaton_data(automaton: Any) -> tuple[int, list[bool], list[bytes]]:
+    """A byte automaton as plain data: its start, which states accept, each state's row of 256 next states."""
     states = automaton.num_states
     table = getattr(automaton, "table", None)
     if isinstance(automaton, ByteAutomaton) and isinstance(table, list):
@@ -110,12 +149,36 @@ def _compile(regex: str, vocab: Vocabulary, lab_path: str) -> tuple[Any, ...]:
     else:  # a student's own automaton type: read it through its interface
         rows = [array("i", [automaton.step(s, b) for b in range(256)]).tobytes() for s in range(states)]
         accepting = [bool(automaton.is_accepting(s)) for s in range(states)]
-    distinct: dict[tuple[int, ...], int] = {}
-    mask_of = array("i")
-    for state in range(states):
-        mask_of.append(distinct.setdefault(tuple(index.allowed(state)), len(distinct)))
-    masks = [array("i", mask).tobytes() for mask in distinct]
-    return int(automaton.start), accepting, rows, masks, mask_of.tobytes()
+    return int(automaton.start), accepting, rows
+
+
+def _compile_stack(job: CompileJob) -> tuple[Any, ...] | None:
+    """lab-09's grammar for ``job.sentence``, each lexeme lifted to bytes by lab-08; None when lab-09 is still the
+    starter's stub and the job has a regex to fall back to (its NotImplementedError otherwise)."""
+    from mini_vllm.grammar import regex_to_chars
+    from mini_vllm.labs import load_lab
+    from mini_vllm.schema_grammar import sentence_grammar
+
+    assert job.sentence is not None
+    grammar = sentence_grammar(job.sentence)
+    lab08 = load_lab("lab-08", job.lab08)
+    lexemes = [(lexeme.name, lexeme.regex, *_automaton_data(lab08.lift_to_bytes(regex_to_chars(lexeme.regex))))
+               for lexeme in grammar.lexemes]
+    data = (grammar.start, [(rule.lhs, rule.rhs) for rule in grammar.rules], lexemes)
+    try:
+        _probe(load_lab("lab-09", job.lab09), rebuild_grammar(data))
+    except NotImplementedError:
+        if job.regex:
+            return None
+        raise
+    return data
+
+
+def _probe(lab09: Any, grammar: Any) -> None:
+    """lab-09's pieces once, on a vocabulary of one token: a stub says so here, before any reply starts."""
+    tiny = Vocabulary(tokens=[b"{", None], eos_token_id=1)
+    matcher = lab09.ByteMatcher(grammar, lab09.EarleyParser(grammar))  # in task order: the first stub is named
+    lab09.SplitMasker(grammar, tiny).mask(matcher)
 
 
 class _Worker:
@@ -128,14 +191,14 @@ class _Worker:
         child.close()
         self.vocabularies: set[str] = set()
 
-    def run(self, regex: str, vocab_key: str, vocab: Callable[[], Vocabulary], lab_path: str,
+    def run(self, job: CompileJob, vocab_key: str, vocab: Callable[[], Vocabulary],
             cpu_seconds: int) -> tuple[str, Any]:
         """In a daemon thread: send the job, wait for its answer (EOF if the worker was killed)."""
         try:
             if vocab_key not in self.vocabularies:
                 self.conn.send(("vocab", vocab_key, vocab()))
                 self.vocabularies.add(vocab_key)
-            self.conn.send(("compile", regex, vocab_key, lab_path, cpu_seconds))
+            self.conn.send(("compile", job, vocab_key, cpu_seconds))
             return self.conn.recv()  # type: ignore[no-any-return]
         except (EOFError, OSError, BrokenPipeError):
             return ("died", self.process.exitcode)
@@ -181,8 +244,7 @@ class CompilePool:
     def cached_bytes(self) -> int:
         return self._cached_bytes
 
-    async def get(self, key: Any, regex: str, vocab_key: str, vocab: Callable[[], Vocabulary],
-                  lab_path: str) -> Compiled:
+    async def get(self, key: Any, job: CompileJob, vocab_key: str, vocab: Callable[[], Vocabulary]) -> Compiled:
         """The compiled grammar for ``key``: cached, joined to the compile under way, or compiled now.
 
         Cancelling the caller (its client left) leaves the flight; the last to leave kills the compile.
@@ -195,7 +257,7 @@ class CompilePool:
                            "already; retry later", type="server_error", code="overloaded")
         flight = self._flights.get(key)
         if flight is None:
-            task = asyncio.ensure_future(self._compile(regex, vocab_key, vocab, lab_path))
+            task = asyncio.ensure_future(self._compile(job, vocab_key, vocab))
             flight = self._flights[key] = _Flight(task)
             task.add_done_callback(lambda done: self._landed(key, done))
         flight.waiters += 1
@@ -224,7 +286,7 @@ class CompilePool:
             _, old = self._cache.popitem(last=False)
             self._cached_bytes -= old.nbytes
 
-    async def _compile(self, regex: str, vocab_key: str, vocab: Callable[[], Vocabulary], lab_path: str) -> Compiled:
+    async def _compile(self, job: CompileJob, vocab_key: str, vocab: Callable[[], Vocabulary]) -> Compiled:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.workers)
         async with self._slots:
@@ -234,7 +296,7 @@ class CompilePool:
             answer: asyncio.Future[tuple[str, Any]] = loop.create_future()
 
             def wait() -> None:
-                result = worker.run(regex, vocab_key, vocab, lab_path, self.cpu_seconds)
+                result = worker.run(job, vocab_key, vocab, self.cpu_seconds)
 
                 def settle() -> None:
                     if not answer.done():

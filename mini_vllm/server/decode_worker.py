@@ -7,23 +7,34 @@ several times over. So the choice runs in one spawned process, the place a GPU w
 in vLLM: the server sends a request's grammar (plain data, once) and then, per token, the
 reply's ids so far; the worker answers the token id. Two daemon threads carry the messages
 (a send of a big grammar never blocks the loop); a session ends with ``close``.
+
+A grammar with a stack (``stack_decoding``) is served here too: lab-09's ``SplitMasker`` is made
+once per grammar and vocabulary and kept for the next requests, :data:`MASKERS` of them; each reply
+gets its own parser and matcher, under lab-08's sampler. Its trie (about 2 s of CPU on Tekken) and
+each lexer state's first split (up to half a second on Tekken) are computed here, and meanwhile this
+process answers no one: the price of masks computed as the reply goes rather than indexed beforehand.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import multiprocessing
 import pickle
 import queue
 import threading
 from array import array
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mini_vllm.labtypes.lab08 import TOOL_CALL_START, ByteAutomaton, Vocabulary
+from mini_vllm.server.stack_decoding import StackSession, rebuild_grammar
+
+MASKERS = 4  # lab-09 maskers kept (each holds a trie of its vocabulary and the splits it has met)
 
 
 @dataclass
@@ -68,12 +79,36 @@ class _VocabularyTokenizer:
         return self._tokens[token_id]
 
 
-def _worker_main(conn: Any) -> None:
+def _open(blob: bytes, vocab_key: str, vocab: Vocabulary, lab_paths: tuple[str, str], thinking: bool,
+          tool_call: bool, maskers: OrderedDict[tuple[str, ...], tuple[Any, Any]]) -> Any:
+    """The sampler of one reply: lab-08's over its compiled index, or (a stack) over lab-09's matcher and masker."""
     from mini_vllm.labs import load_lab
+
+    kind, data = pickle.loads(blob)
+    lab08 = load_lab("lab-08", lab_paths[0])
+    implicit_end = TOOL_CALL_START if tool_call else None
+    if kind == "regex":
+        compiled = rebuild(data)
+        return lab08.StructuredSampler(compiled.automaton, vocab, compiled.index.allowed, thinking=thinking,
+                                       implicit_end=implicit_end)
+    lab09 = load_lab("lab-09", lab_paths[1])
+    key = (hashlib.blake2b(blob, digest_size=16).hexdigest(), vocab_key, lab_paths[1])
+    if key not in maskers:
+        grammar = rebuild_grammar(data)
+        maskers[key] = (grammar, lab09.SplitMasker(grammar, vocab))
+        while len(maskers) > MASKERS:
+            maskers.popitem(last=False)
+    maskers.move_to_end(key)
+    grammar, masker = maskers[key]
+    return StackSession(lab08, lab09, grammar, masker, vocab, thinking, implicit_end)
+
+
+def _worker_main(conn: Any) -> None:
     from mini_vllm.toy_model import ToyModel
 
     vocabularies: dict[str, tuple[Vocabulary, ToyModel]] = {}
     sessions: dict[int, tuple[Any, ToyModel, str, bool]] = {}
+    maskers: OrderedDict[tuple[str, ...], tuple[Any, Any]] = OrderedDict()
     while True:
         try:
             message = conn.recv()
@@ -85,13 +120,10 @@ def _worker_main(conn: Any) -> None:
             shim = _VocabularyTokenizer(raw_tokens, special, vocab.eos_token_id)
             vocabularies[key] = (vocab, ToyModel(shim, seed))  # type: ignore[arg-type]  # what scores() reads
         elif kind == "open":
-            _, sid, vocab_key, blob, lab_path, user_message, thinking, tool_call = message
+            _, sid, vocab_key, blob, lab_paths, user_message, thinking, tool_call = message
             vocab, model = vocabularies[vocab_key]
             try:
-                compiled = rebuild(pickle.loads(blob))
-                lab = load_lab("lab-08", lab_path)
-                sampler = lab.StructuredSampler(compiled.automaton, vocab, compiled.index.allowed, thinking=thinking,
-                                                implicit_end=TOOL_CALL_START if tool_call else None)
+                sampler = _open(blob, vocab_key, vocab, lab_paths, thinking, tool_call, maskers)
                 sessions[sid] = (sampler, model, user_message, thinking)
             except BaseException as error:  # the student's constructor may raise anything: the first token says so
                 sessions[sid] = (error, model, user_message, thinking)
@@ -171,7 +203,7 @@ class DecodeWorker:
             _settle(*entry, ("error", request_id, "RuntimeError", "the decode process died"))
 
     def open(self, vocab_key: str, vocab: Vocabulary, raw: tuple[list[bytes], list[int], int], blob: bytes,
-             lab_path: str, user_message: str, thinking: bool, tool_call: bool) -> int:
+             lab_paths: tuple[str, str], user_message: str, thinking: bool, tool_call: bool) -> int:
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._start()
@@ -179,7 +211,7 @@ class DecodeWorker:
                 self._outbox.put(("vocab", vocab_key, vocab, *raw))
                 self._vocabularies.add(vocab_key)
             sid = next(self._ids)
-            self._outbox.put(("open", sid, vocab_key, blob, lab_path, user_message, thinking, tool_call))
+            self._outbox.put(("open", sid, vocab_key, blob, lab_paths, user_message, thinking, tool_call))
         return sid
 
     async def next(self, sid: int, ids: Sequence[int]) -> int:

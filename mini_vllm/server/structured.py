@@ -1,10 +1,16 @@
-"""Constrained decoding in the server: a request's grammar compiled by lab-08's code, and the sampler it drives.
+"""Constrained decoding in the server: a request's grammar compiled by lab-08's code (and lab-09's, for a
+stack), and the sampler it drives.
 
 ``prepare`` calls :func:`grammar_for`: the schema was already checked against the published
 limits (``mini_vllm.schema_regex``); here the regex becomes a character automaton (given),
 lab-08's ``lift_to_bytes`` lifts it and its ``TokenIndex`` precomputes every state's mask,
 all in a worker process the server can kill (``compile_pool``), under CPU and memory limits.
-Compiled grammars are kept per (regex, tokenizer, lab code), in a cache bounded in bytes.
+A grammar with a stack (a recursive schema, ``json_object``: the constraint's ``sentence``) is
+lab-09's grammar instead, each lexeme lifted by lab-08's ``lift_to_bytes`` in the same worker,
+and its masks come from lab-09's ``SplitMasker`` as the reply goes. While lab-09 is still the
+starter's stub, ``json_object`` falls back to lab-08's flat object, and a recursive schema is the
+501 that names lab-09's task.
+Compiled grammars are kept per (grammar, tokenizer, lab code), in a cache bounded in bytes.
 The engine then asks :meth:`Grammar.chooser` for each token: the toy model's scores, and
 lab-08's ``StructuredSampler`` picks the best token the mask allows, in the decode process
 (``decode_worker``): never on the event loop, nor in a thread that shares its GIL.
@@ -19,9 +25,9 @@ from dataclasses import dataclass
 from mini_vllm.constraints import Constraint
 from mini_vllm.engine import Engine
 from mini_vllm.grammar import vocabulary_of
-from mini_vllm.labs import load_lab
+from mini_vllm.labs import impl_path
 from mini_vllm.labtypes.lab08 import Vocabulary
-from mini_vllm.server.compile_pool import Compiled, CompilePool
+from mini_vllm.server.compile_pool import Compiled, CompileJob, CompilePool
 from mini_vllm.server.decode_worker import DecodeWorker
 
 _vocabularies: dict[int, tuple[Vocabulary, tuple[list[bytes], list[int], int]]] = {}
@@ -33,7 +39,7 @@ class Grammar:
     vocab_key: str
     vocab: Vocabulary
     raw: tuple[list[bytes], list[int], int]  # every token's bytes, the special ids, the seed: the toy model's view
-    lab_path: str
+    lab_paths: tuple[str, str]  # lab-08's and lab-09's files, as load_lab chose them
     pool: CompilePool
     tool_call: bool  # the grammar is a forced call (its tag may end a thought)
 
@@ -42,7 +48,7 @@ class Grammar:
         in the decode process. With thinking on, the thought ends at ``</think>``, or (a forced call) at
         ``<tool_call>``."""
         decoder = self.pool.decoder
-        sid = decoder.open(self.vocab_key, self.vocab, self.raw, self.compiled.blob, self.lab_path, user_message,
+        sid = decoder.open(self.vocab_key, self.vocab, self.raw, self.compiled.blob, self.lab_paths, user_message,
                            thinking, self.tool_call)
         return Chooser(decoder, sid)
 
@@ -74,11 +80,12 @@ def vocabulary(engine: Engine) -> tuple[Vocabulary, tuple[list[bytes], list[int]
 
 async def grammar_for(engine: Engine, constraint: Constraint, pool: CompilePool) -> Grammar:
     """The request's grammar, compiled in ``pool``'s worker (or found in its cache)."""
-    lab = load_lab("lab-08")
+    lab_paths = (str(impl_path("lab-08")), str(impl_path("lab-09")) if constraint.sentence else "")  # loaded by workers
+    job = CompileJob(constraint.regex, constraint.sentence, *lab_paths)
     tokenizer = engine.tokenizer
-    key = (constraint.regex, id(tokenizer), str(lab.__file__))
+    key = (job, id(tokenizer))
     found = _vocabularies.get(id(tokenizer))
     vocab, raw = found if found is not None else await asyncio.to_thread(vocabulary, engine)
     vocab_key = f"{type(tokenizer).__name__}:{id(tokenizer)}:{engine.model.seed}"
-    compiled = await pool.get(key, constraint.regex, vocab_key, lambda: vocab, str(lab.__file__))
-    return Grammar(compiled, vocab_key, vocab, raw, str(lab.__file__), pool, constraint.source == "tool_call")
+    compiled = await pool.get(key, job, vocab_key, lambda: vocab)
+    return Grammar(compiled, vocab_key, vocab, raw, lab_paths, pool, constraint.source == "tool_call")

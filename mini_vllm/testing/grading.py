@@ -6,7 +6,7 @@ dict names the tasks. Tests marked ``control`` prove a bug exists and are not gr
 marked ``in_process_only(why)`` counts something only the lab's own process can see: where the
 lab runs in the grading sandbox it is not graded (its task's weight goes to the task's other
 tests), and the scorecard names it and says why; where the lab runs in the tests' process
-(``make test``) it is graded as usual.
+(``LAB_SANDBOX=0``) it is graded as usual.
 
 What a lab and a task are worth is the course's policy (``grading.toml``, read by
 :mod:`mini_vllm.testing.policy`): a task's weight is shared by its tests in proportion to their

@@ -4,8 +4,11 @@
   behind the same five methods the lab's parser has. It is what tasks 2-4 run on, so a bug in
   task 1 costs points in task 1 only, and it counts what is asked of it where code under test
   cannot reach the count. LALR(1) is its restriction: the grammars it runs on are those lark
-  builds a table for without a conflict (an ``anyOf`` whose branches can read the same text
-  is not one of them; :func:`earley_accepts` covers those).
+  builds a table for without a conflict. An ``anyOf`` whose branches can read the same text is
+  not one of them, and every test of task 1 has such a grammar, so this parser answers none.
+- :func:`lexemes_after` is task 1's oracle step by step, a whole-prefix formulation: llguidance's
+  Earley parser over the same rules with every lexeme spelled as one character, fed the whole
+  sequence of lexemes so far each time it is asked (any grammar, ambiguous ones included).
 - :func:`earley_accepts` is lark's Earley parser over the whole text (lexemes by their regexes).
 - :class:`GuidanceGrammarOracle` is llguidance's matcher on the same grammar, in lark's syntax.
 - :func:`lexer_split` is task 4's definition, token by token (the plain formulation: slow).
@@ -99,6 +102,42 @@ class LarkParser:
         if not isinstance(mark, int) or not 1 <= mark <= len(self._history):
             raise ValueError(f"no checkpoint {mark!r}: the parser holds {len(self._history)} states")
         del self._history[mark:]
+
+
+# The characters that spell the lexemes for lexemes_after: printable ASCII but the quote and the backslash.
+_LEXEME_CHARS = [c for c in range(0x21, 0x7F) if chr(c) not in '"\\']
+
+
+@functools.cache
+def _lexeme_matcher(rules_text: str, count: int) -> Any:
+    import llguidance
+
+    vocab = Vocabulary(tokens=[bytes([_LEXEME_CHARS[i]]) for i in range(count)] + [None], eos_token_id=count)
+    tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab)), n_vocab=count + 1)
+    matcher = llguidance.LLMatcher(tokenizer, rules_text, log_level=0)
+    if matcher.is_error():
+        raise ValueError(f"llguidance refused the grammar: {matcher.get_error()}")
+    return matcher
+
+
+def lexemes_after(grammar: Grammar, pushed: Sequence[int]) -> tuple[frozenset[int], bool] | None:
+    """After the whole sequence ``pushed`` of lexeme ids: the lexemes some sentence continues it with, and whether
+    it is a sentence itself; None when no sentence starts with it. Asked afresh each time (llguidance's Earley
+    parser over the grammar's rules, each lexeme one character): the definition, not an incremental parser."""
+    count = len(grammar.lexemes)
+    if count > len(_LEXEME_CHARS):
+        raise ValueError(f"{count} lexemes: more than this oracle spells ({len(_LEXEME_CHARS)})")
+    lines = grammar_to_lark(grammar, regexes=False, llguidance=True).splitlines()
+    lines = [line for line in lines if not line.startswith("%declare")]
+    lines += [f'{lexeme.name}: "{chr(_LEXEME_CHARS[i])}"' for i, lexeme in enumerate(grammar.lexemes)]
+    matcher = _lexeme_matcher("\n".join(lines) + "\n", count)
+    matcher.reset()
+    for lexeme in pushed:
+        if not 0 <= lexeme < count or not matcher.consume_token(lexeme):
+            return None
+    bits = matcher.compute_bitmask()
+    allowed = frozenset(i for i in range(count) if bits[i >> 3] >> (i & 7) & 1)
+    return allowed, bool(bits[count >> 3] >> (count & 7) & 1)
 
 
 def earley_accepts(grammar: Grammar, text: str) -> bool:

@@ -62,16 +62,13 @@ def split_problem(text: str, starts_in_reasoning: bool, implicit: Sequence[str],
     if not (isinstance(reasoning, str) and isinstance(content, str)):
         return f"split_reasoning returns two strings (reasoning, content), got {got!r}"
     setting = f"(starts_in_reasoning={starts_in_reasoning}, implicit_end_tags={tuple(implicit)})"
-    if starts_in_reasoning:
-        body = text
-    else:
-        opened = text.lstrip()
-        if not opened.startswith(START):
-            if (reasoning, content) == ("", text.replace(END, "")):
-                return None
-            return (f"{quote(text)} does not open a thought (only whitespace may come before <think>): all of it is "
-                    f"the answer, with each </think> removed, {setting}; got {both(reasoning, content)}")
-        body = opened[len(START) :]
+    opened = text if starts_in_reasoning else text.lstrip()  # the template's <think> opens it, or the model's
+    if not starts_in_reasoning and not opened.startswith(START):
+        if (reasoning, content) == ("", text.replace(END, "")):
+            return None
+        return (f"{quote(text)} does not open a thought (only whitespace may come before <think>): all of it is "
+                f"the answer, with each </think> removed, {setting}; got {both(reasoning, content)}")
+    body = opened if starts_in_reasoning else opened[len(START) :]
     tags = (END, *implicit)
     if not body.startswith(reasoning):
         return (f"the reasoning is the thought as written, from after <think> up to its first end tag {setting}; "

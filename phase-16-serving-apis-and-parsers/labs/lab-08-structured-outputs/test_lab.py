@@ -15,7 +15,6 @@ import functools
 import itertools
 import json
 import random
-from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -31,6 +30,7 @@ from mini_vllm.labtypes.lab08 import DEAD, ByteAutomaton, CharAutomaton, TokenRe
 from mini_vllm.sandbox.probes import install as install_probe
 from mini_vllm.testing import recorded
 from mini_vllm.testing.expect import must_raise
+from mini_vllm.testing.masks import mask_difference, mask_text
 from mini_vllm.testing.structured import (
     CALL_PARAMETERS,
     SAMPLER_CASES,
@@ -102,28 +102,9 @@ def oracle_mask(regex: str, family: str, state: int) -> list[int]:
     return outlines_index(regex, family).mask_at(library_grammar(regex), state)
 
 
-def tokens(count: int) -> str:
-    return f"{count} token{'' if count == 1 else 's'}"
-
-
 @functools.cache
 def regex_of(name: str) -> str:
     return schema_to_regex(SCHEMAS[name]) if name in SCHEMAS else CLASSES[name]
-
-
-def mask_text(mask: Sequence[int], vocab: Vocabulary, limit: int = 3) -> str:
-    """A mask in a table cell: its size and its first few tokens."""
-    shown = ", ".join("EOS" if i == vocab.eos_token_id else repr(vocab.tokens[i])[1:] for i in list(mask)[:limit])
-    return f"{tokens(len(mask))}: {shown}{', …' if len(mask) > limit else ''}"
-
-
-def mask_difference(mine: Sequence[int], want: Sequence[int], vocab: Vocabulary) -> str:
-    extra, missing = sorted(set(mine) - set(want)), sorted(set(want) - set(mine))
-    def names(ids: list[int]) -> str:
-        return ", ".join("EOS" if i == vocab.eos_token_id else f"{i} {vocab.tokens[i]!r}" for i in ids[:6]) + (
-            " …" if len(ids) > 6 else "")
-    return (f"you allow {tokens(len(extra))} it refuses ({names(extra)}); " if extra else "") + (
-        f"you refuse {tokens(len(missing))} it allows ({names(missing)})" if missing else "")
 
 
 def language_problem(mine: ByteAutomaton, regex: str, rule: str) -> str | None:

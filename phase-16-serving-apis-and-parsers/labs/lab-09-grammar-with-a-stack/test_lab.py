@@ -3,8 +3,10 @@
 Run against your code:  make lab-09
 Every graded test is marked with the task it grades. Tasks 2-4 run on the tests' own parser
 (lark's LALR(1) parser fed lexeme by lexeme, mini_vllm.testing.stack.LarkParser), never your task 1,
-so a bug in your parser costs points in task 1 only. Oracles: lark (its LALR parser step by step,
-its Earley parser on whole texts), llguidance's matcher (masks), task 4's definition token by token.
+so a bug in your parser costs points in task 1 only. Oracles: llguidance's Earley parser (task 1 step
+by step, over the whole prefix each time, and the masks), lark's Earley parser (whole texts), task 4's
+definition token by token. Every test of task 1 runs on an ambiguous grammar too (a schema offered
+twice in an anyOf), which no LR parser builds a table for.
 """
 
 from __future__ import annotations
@@ -22,15 +24,16 @@ from hypothesis import strategies as st
 
 from mini_vllm import load_tokenizer
 from mini_vllm.labs import load_lab
-from mini_vllm.labtypes.lab08 import Vocabulary
 from mini_vllm.labtypes.lab09 import Grammar
 from mini_vllm.stack_grammar import JSON_OBJECT, grammar_size, schema_to_grammar
+from mini_vllm.testing.masks import mask_difference, mask_text
 from mini_vllm.testing.stack import (
     GuidanceGrammarOracle,
     LarkParser,
     counting_grammar,
     earley_accepts,
     lex_compact,
+    lexemes_after,
     lexer_split,
     lexer_state_after,
 )
@@ -75,8 +78,20 @@ def nested_arrays(depth: int) -> dict[str, Any]:
     return {"type": "object", "properties": {"a": inner}, "required": ["a"], "additionalProperties": False}
 
 
+def twice(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` offered twice in an anyOf (the copy under another title, as overlapping models of a union
+    come out): every text has two readings. Earley keeps both; an LR parser cannot build its table."""
+    body = {k: v for k, v in schema.items() if k != "$defs"}
+    defs = {"$defs": schema["$defs"]} if "$defs" in schema else {}
+    return {"anyOf": [body, {**body, "title": "the same, again"}], **defs}
+
+
 SCHEMAS: dict[str, Any] = {"weather": WEATHER, "tree": TREE, "thread": THREAD, "kinds": KINDS,
                            "json_object": JSON_OBJECT, "nested-3": nested_arrays(3)}
+SCHEMAS.update({f"{name} twice": twice(SCHEMAS[name]) for name in ("weather", "tree", "thread", "nested-3")})
+# Any object, or one whose "v" is any array: `{"v": []}` is both.
+SCHEMAS["json_object twice"] = {"anyOf": [{"type": "object"},
+                                          {"type": "object", "properties": {"v": {"type": "array"}}}]}
 
 
 @functools.cache
@@ -88,50 +103,38 @@ def names(grammar: Grammar, lexemes: Sequence[int] | frozenset[int]) -> str:
     return "{" + ", ".join(sorted(grammar.lexemes[x].name for x in lexemes)) + "}"
 
 
-def mask_text(mask: Sequence[int], vocab: Vocabulary, limit: int = 3) -> str:
-    shown = ", ".join("EOS" if i == vocab.eos_token_id else repr(vocab.tokens[i])[1:] for i in list(mask)[:limit])
-    return f"{len(mask)} tokens: {shown}{', …' if len(mask) > limit else ''}"
-
-
-def mask_difference(mine: Sequence[int], want: Sequence[int], vocab: Vocabulary) -> str:
-    extra, missing = sorted(set(mine) - set(want)), sorted(set(want) - set(mine))
-
-    def listed(ids: list[int]) -> str:
-        return ", ".join("EOS" if i == vocab.eos_token_id else f"{i} {vocab.tokens[i]!r}" for i in ids[:6]) + (
-            " …" if len(ids) > 6 else "")
-    return (f"you allow {len(extra)} it refuses ({listed(extra)}); " if extra else "") + (
-        f"you refuse {len(missing)} it allows ({listed(missing)})" if missing else "")
-
-
 # ================================================================ task 1: the parser
 
 
 def lexeme_walk(name: str, seed: int, steps: int, rollbacks: bool = False) -> tuple[list[Step], str | None]:
-    """Push random lexemes into your parser and lark's; compare allowed() and accepts() at every step.
+    """Push random lexemes into your parser; compare allowed() and accepts() at every step with llguidance's
+    answer for the whole sequence pushed so far.
 
     Some pushes are lexemes the parser cannot take (push must say False and change nothing); with
-    ``rollbacks``, some steps roll both back to an earlier checkpoint.
+    ``rollbacks``, some steps roll back to an earlier checkpoint (and the sequence with them).
     """
     grammar = grammar_of(name)
-    mine, oracle = lab.EarleyParser(grammar), LarkParser(grammar)
+    mine, pushed = lab.EarleyParser(grammar), []
     rng, table, marks = random.Random(seed), [], []
     every = range(len(grammar.lexemes))
     for _ in range(steps):
+        answer = lexemes_after(grammar, pushed)
+        assert answer is not None, "the walk pushes only what llguidance allows"
+        allowed, whole = answer
         got = (names(grammar, mine.allowed()), mine.accepts())
-        want = (names(grammar, oracle.allowed()), oracle.accepts())
+        want = (names(grammar, allowed), whole)
         if got != want:
             table.append(Step("check", b"", f"{got[0]} whole={got[1]}", f"{want[0]} whole={want[1]}"))
             return table, "allowed() is every lexeme some open rule waits for; accepts() is a whole sentence"
-        allowed = sorted(oracle.allowed())
         if rollbacks and marks and rng.random() < 0.2:
-            mark_mine, mark_oracle = marks.pop(rng.randrange(len(marks)))
+            mark, size = marks.pop(rng.randrange(len(marks)))
             del marks[:]
-            mine.rollback(mark_mine)
-            oracle.rollback(mark_oracle)
+            mine.rollback(mark)
+            del pushed[size:]
             table.append(Step("rollback", b"", "", ""))
             continue
         if rollbacks and rng.random() < 0.3:
-            marks.append((mine.checkpoint(), oracle.checkpoint()))
+            marks.append((mine.checkpoint(), len(pushed)))
         refused = [x for x in every if x not in allowed]
         if refused and rng.random() < 0.25:
             bad = frozenset({rng.choice(refused)})
@@ -142,9 +145,9 @@ def lexeme_walk(name: str, seed: int, steps: int, rollbacks: bool = False) -> tu
             continue
         if not allowed:
             break
-        lexeme = rng.choice(allowed)
+        lexeme = rng.choice(sorted(allowed))
         took = mine.push(frozenset({lexeme}))
-        oracle.push(frozenset({lexeme}))
+        pushed.append(lexeme)
         table.append(Step("push", names(grammar, [lexeme]), f"took={took}", "took=True"))
         if not took:
             return table, f"push({names(grammar, [lexeme])}) must be taken: the parser allowed it"
@@ -153,21 +156,23 @@ def lexeme_walk(name: str, seed: int, steps: int, rollbacks: bool = False) -> tu
 
 @pytest.mark.task(1)
 @pytest.mark.parametrize("name", ["weather", "tree", "thread", "json_object", "nested-3"])
-def test_parser_agrees_with_lark_step_by_step(name: str) -> None:
-    for seed in range(2):
-        table, problem = lexeme_walk(name, seed, 50)
-        assert problem is None, format_trace(table, f"schema {name!r}, seed {seed}: {problem}",
-                                             columns=("yours", "lark's"), inputs=("call", "lexemes"))
+def test_parser_agrees_with_llguidance_step_by_step(name: str) -> None:
+    for schema in (name, f"{name} twice"):
+        for seed in range(2):
+            table, problem = lexeme_walk(schema, seed, 50)
+            assert problem is None, format_trace(table, f"schema {schema!r}, seed {seed}: {problem}",
+                                                 columns=("yours", "llguidance's"), inputs=("call", "lexemes"))
 
 
 @pytest.mark.task(1)
 @pytest.mark.parametrize("name", ["tree", "json_object"])
 def test_rollback_returns_to_the_checkpoint(name: str) -> None:
-    for seed in range(3):
-        table, problem = lexeme_walk(name, seed, 60, rollbacks=True)
-        assert problem is None, format_trace(
-            table, f"schema {name!r}, seed {seed}: after rollback(mark) the parser is as it was at checkpoint(); "
-            f"{problem}", columns=("yours", "lark's"), inputs=("call", "lexemes"))
+    for schema in (name, f"{name} twice"):
+        for seed in range(3):
+            table, problem = lexeme_walk(schema, seed, 60, rollbacks=True)
+            assert problem is None, format_trace(
+                table, f"schema {schema!r}, seed {seed}: after rollback(mark) the parser is as it was at "
+                f"checkpoint(); {problem}", columns=("yours", "llguidance's"), inputs=("call", "lexemes"))
 
 
 def push_text(parser: Any, grammar: Grammar, text: str) -> bool | None:
@@ -182,27 +187,30 @@ def push_text(parser: Any, grammar: Grammar, text: str) -> bool | None:
 
 
 @pytest.mark.task(1)
-@pytest.mark.parametrize("text", ['{"a": {}', '{"a": {"b": []}', '{"a": [{}]', '{"a": {}}', '{}'])
+@pytest.mark.parametrize("text", ['{"v": {}', '{"v": {"b": []}', '{"v": [{}]', '{"v": {}}', '{}', '{"v": []}'])
 def test_accepts_only_with_every_bracket_closed(text: str) -> None:
-    grammar = grammar_of("json_object")
-    whole = push_text(lab.EarleyParser(grammar), grammar, text)
-    want = earley_accepts(grammar, text)
-    assert whole == want, (
-        f"json_object after {quote(text)}: accepts() is {whole}, lark's Earley parser says {want}: a sentence is "
-        f"whole only when the start rule is complete from the very first lexeme (no bracket still open)")
+    for name in ("json_object", "json_object twice"):
+        grammar = grammar_of(name)
+        whole = push_text(lab.EarleyParser(grammar), grammar, text)
+        want = earley_accepts(grammar, text)
+        assert whole == want, (
+            f"{name} after {quote(text)}: accepts() is {whole}, lark's Earley parser says {want}: a sentence is "
+            f"whole only when the start rule is complete from the very first lexeme (no bracket still open)")
 
 
 @pytest.mark.task(1)
 def test_refused_push_changes_nothing() -> None:
-    grammar = grammar_of("weather")
-    parser = lab.EarleyParser(grammar)
-    assert parser.push(frozenset({grammar.lexeme_id("LBRACE")})), "{ starts the object"
-    before = (parser.allowed(), parser.accepts(), parser.checkpoint())
-    assert parser.push(frozenset({grammar.lexeme_id("RBRACE")})) is False, "the object has required properties"
-    assert (parser.allowed(), parser.accepts(), parser.checkpoint()) == before, (
-        "a refused push changes nothing: allowed(), accepts() and checkpoint() are as before")
-    with pytest.raises(ValueError):
-        parser.rollback(99)
+    for name in ("weather", "weather twice"):
+        grammar = grammar_of(name)
+        parser = lab.EarleyParser(grammar)
+        assert parser.push(frozenset({grammar.lexeme_id("LBRACE")})), "{ starts the object"
+        before = (parser.allowed(), parser.accepts(), parser.checkpoint())
+        assert parser.push(frozenset({grammar.lexeme_id("RBRACE")})) is False, (
+            f"{name}: the object has required properties")
+        assert (parser.allowed(), parser.accepts(), parser.checkpoint()) == before, (
+            f"{name}: a refused push changes nothing: allowed(), accepts() and checkpoint() are as before")
+        with pytest.raises(ValueError):
+            parser.rollback(99)
 
 
 # Overlapping branches: lark's LALR parser cannot take these (a conflict), Earley can.
@@ -342,6 +350,31 @@ def test_the_parser_is_asked_only_where_a_lexeme_ends() -> None:
     asked = parser.calls - before
     assert asked == 0, (f"inside one lexeme nothing ends, so the parser has nothing to say: feed, checkpoint and "
                         f"rollback asked it {asked} times (remember its checkpoint instead of asking)")
+
+
+@pytest.mark.task(2)
+def test_rollback_costs_the_stack_not_the_input_so_far() -> None:
+    """Counted on the tests' side: a rollback across lexemes asks the parser for its own rollback, never for the
+    lexemes before the checkpoint again, so the same steps after 5 and after 60 objects cost the same calls."""
+    grammar = grammar_of("json_object")
+    costs = {}
+    for objects in (5, 60):
+        parser = LarkParser(grammar)
+        matcher = lab.ByteMatcher(grammar, parser)
+        for byte in b'{"a": [' + b", ".join(b'{"b": 1}' for _ in range(objects)):
+            assert matcher.feed(byte), "an open list of objects is JSON so far: the matcher must take each byte"
+        before = (parser.pushes, parser.calls)
+        for _ in range(3):
+            mark = matcher.checkpoint()
+            for byte in b', {"c": [2, "d"]}, {':
+                assert matcher.feed(byte), "one more object is JSON so far: the matcher must take each byte"
+            matcher.rollback(mark)
+        costs[objects] = (parser.pushes - before[0], parser.calls - before[1])
+        assert matcher.feed(ord("]")), "after the rollbacks the matcher stands where it was: ']' closes the list"
+    assert costs[5] == costs[60], (
+        f"three times: a checkpoint, 13 more lexemes, a rollback. That cost (parser pushes, parser calls) "
+        f"{costs[5]} after 5 objects and {costs[60]} after 60: a rollback is the parser's rollback to the mark "
+        f"(work for the stack), not the input so far read again")
 
 
 # ================================================================ task 3: the trie walk
