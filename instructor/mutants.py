@@ -12,8 +12,11 @@ student's file would. Each worker process imports everything and runs the refere
 forks a child per mutant, so Python, the heavy imports and the vocabularies are paid once per
 worker rather than once per mutant. The reference also runs once in such a child, and what it
 took sets every mutant's limit: CPU_FACTOR times its CPU time plus CPU_SLACK_S (CPU time, so a
-loaded machine does not change the verdicts), with a wall-clock backstop for a mutant that
-blocks. A mutant stopped by the limit counts as killed, and the report lists it as such.
+loaded machine does not change the verdicts). A mutant that blocks (waits forever without
+computing) is stopped once it has spent IDLE_S seconds mostly neither running nor waiting for a
+CPU, as the kernel counts it: on a loaded machine a computing mutant waits for a CPU, so load
+does not make it look idle. A mutant stopped either way counts as killed, and the report lists it
+as such.
 
 Usage (``ARGS`` in make): ``python -m instructor.mutants 03 [--jobs 2] [--survivors]
 [--only TEXT] [--list]``. ``--survivors`` re-runs only what survived last time (the last
@@ -33,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,7 +52,14 @@ SEPARATOR = "  ## "
 # (see ``limits``): a loop is stopped within seconds, a merely slower mistake still gets judged.
 CPU_FACTOR = 3.0
 CPU_SLACK_S = 5.0
-# The wall-clock backstop, for a mutant that blocks without using CPU, as a multiple of the CPU limit.
+# A mutant that blocks without using CPU never reaches its CPU limit. It is stopped once its processes have,
+# for IDLE_S seconds, been running or waiting for a CPU less than IDLE_FRACTION of that time (see ``Activity``).
+# A run that computes is runnable all the time, however loaded the machine, so the load cannot stop it.
+IDLE_S = 10.0
+IDLE_FRACTION = 0.1
+IDLE_SAMPLE_S = 0.5  # how often the parent reads /proc for it
+# Where the kernel does not report that (no /proc/<pid>/schedstat), a wall-clock backstop instead: WALL_FACTOR
+# times the CPU limit, scaled by the load the reference's run saw (this one does depend on the load).
 WALL_FACTOR = 3.0
 # A mutant can also run away in memory (a loop that never moves on but keeps appending): with no
 # ceiling it takes all of the machine's memory before any timeout, and the kernel kills the whole
@@ -62,8 +73,9 @@ class Outcome:
     id: str
     line: int
     status: str  # "killed", "survived", "equivalent" (survived and listed), or "error"
-    stopped: str = ""  # "cpu" or "wall": a limit, not a failing test, ended its run (still "killed")
+    stopped: str = ""  # "cpu", "idle" or "wall": a limit, not a failing test, ended its run (still "killed")
     cpu: float = 0.0  # CPU seconds its run took
+    killer: str = ""  # the test that failed on it (its run stops there), the first to run on it next time
 
 
 def equivalents_file(lab: Path) -> Path:
@@ -86,15 +98,33 @@ def read_equivalents(path: Path) -> dict[str, str]:
     return listed
 
 
-def run_one_worker(lab: Path, mutant_files: list[Path]) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class Plan:
+    """The order the tests run in on each mutant, from the last run's verdicts: the test that killed this
+    mutant last time first, then the tests that killed the most mutants, then the rest in file order.
+    Every test still runs on a mutant that fails none, so the order decides only how soon a killed mutant's
+    run ends (with -x, at its first failing test), never a verdict."""
+
+    ranking: list[str]  # test ids, the most kills first
+    first: dict[str, str]  # mutant file name -> the test that killed that mutant last time
+
+    @staticmethod
+    def from_last_run(last: dict[str, Outcome], files: dict[str, str]) -> Plan:
+        kills = Counter(o.killer for o in last.values() if o.killer)
+        by_id = {mutant_id: name for name, mutant_id in files.items()}
+        first = {by_id[o.id]: o.killer for o in last.values() if o.killer and o.id in by_id}
+        return Plan([test for test, _ in kills.most_common()], first)
+
+
+def run_one_worker(lab: Path, mutant_files: list[Path], plan: Plan) -> dict[str, dict[str, Any]]:
     """In this process: the lab's graded tests on the reference, then on each mutant file in turn.
 
     Every run is a child forked from this warm process (Python, pytest and the course are
     imported once; the reference's own run has filled the caches: vocabularies, recorded data),
     so a mutant cannot leave anything behind for the next one, and one that runs away is killed
     whole. Its limit comes from the reference's run in a child just like it: see :func:`limits`.
-    Returns, per file name, the child's pytest exit code, CPU and wall seconds, and which
-    limit stopped it ("" if none).
+    Returns, per file name, the child's pytest exit code, CPU and wall seconds, which
+    limit stopped it ("" if none) and the test that failed first ("" if none did).
     """
     import resource
 
@@ -112,15 +142,32 @@ def run_one_worker(lab: Path, mutant_files: list[Path]) -> dict[str, dict[str, A
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     env_key = f"LAB_IMPL_{lab_number(lab.name)}"
 
+    rank = {test: k for k, test in enumerate(plan.ranking)}
+
+    class Order:  # a pytest plugin: runs the tests in the plan's order and notes the first that fails
+        def __init__(self, first: str) -> None:
+            self.first = first
+            self.failed = ""
+
+        def pytest_collection_modifyitems(self, items: list[Any]) -> None:
+            items.sort(key=lambda item: (item.nodeid != self.first, rank.get(item.nodeid, len(rank))))
+
+        def pytest_runtest_logreport(self, report: Any) -> None:
+            if report.failed and not self.failed:
+                self.failed = report.nodeid
+
     def tests_on(path: Path) -> int:
         os.environ[env_key] = str(path)
         for name, module in list(sys.modules.items()):  # the lab's test module, loaded for the last run
             if Path(getattr(module, "__file__", None) or "/").parent == lab:
                 del sys.modules[name]
-        # No per-test timeout: the child's CPU limit (and its wall backstop) stop a mutant that loops.
+        # No per-test timeout: the child's CPU limit (and its idle rule) stop a mutant that loops or blocks.
         args = [str(lab), "-x", "-m", "not control", "-p", "no:cacheprovider", "-p", "no:xdist",
                 "-p", "no:terminal", "--assert=plain", "--timeout", "0"]
-        return int(pytest.main(args))
+        order = Order(plan.first.get(path.name, ""))
+        code = int(pytest.main(args, plugins=[order]))
+        path.with_suffix(".killer").write_text(order.failed, encoding="utf-8")  # read by this worker, after
+        return code
 
     reference, *mutant_files = mutant_files
     # Warm-up, in this process: imports the lab's tests and fills every cache the children then share.
@@ -139,15 +186,19 @@ def run_one_worker(lab: Path, mutant_files: list[Path]) -> dict[str, dict[str, A
     limit = limits(measured["cpu"], measured["wall"])
     for path in mutant_files:
         results[path.name] = _in_child(lambda path=path: tests_on(path), limit)  # type: ignore[misc]
+        killer = path.with_suffix(".killer")  # not written by a child that a limit stopped
+        results[path.name]["killer"] = killer.read_text(encoding="utf-8") if killer.exists() else ""
     return results
 
 
 @dataclass(frozen=True)
 class Limit:
-    """What one mutant's run may take: CPU seconds (the measure), wall seconds (the backstop)."""
+    """What one mutant's run may take: CPU seconds (the measure); IDLE_S seconds blocked (see :class:`Activity`);
+    wall seconds, the backstop only where the kernel does not report how long a process waited for a CPU."""
 
     cpu_s: float
     wall_s: float
+    idle_s: float = IDLE_S
 
 
 def limits(reference_cpu_s: float, reference_wall_s: float) -> Limit:
@@ -155,13 +206,74 @@ def limits(reference_cpu_s: float, reference_wall_s: float) -> Limit:
 
     CPU time is the measure: it does not grow when other work shares the cores. A mutant that
     passes every test does about the reference's work, so CPU_FACTOR times it plus CPU_SLACK_S
-    leaves room for a correct but slower variant and stops a loop after a few seconds. The wall
-    limit only catches a mutant that blocks without using CPU (a thread waiting forever); it
-    scales with how loaded the machine was when the reference ran (its wall / CPU ratio).
+    leaves room for a correct but slower variant and stops a loop after a few seconds. A mutant
+    that blocks without using CPU (a thread waiting forever) is stopped after IDLE_S seconds of
+    being idle, which the load does not change. The wall limit is only the fallback where the
+    kernel does not say: it scales with how loaded the machine was when the reference ran (its
+    wall / CPU ratio).
     """
     cpu = CPU_FACTOR * reference_cpu_s + CPU_SLACK_S
     load = max(1.0, reference_wall_s / max(reference_cpu_s, 0.01))
     return Limit(cpu_s=cpu, wall_s=WALL_FACTOR * load * cpu + CPU_SLACK_S)
+
+
+class Activity:
+    """How long a process and everything it started have been running or waiting for a CPU, in seconds.
+
+    On a loaded machine a process that computes spends its time running or queued for a CPU (the kernel
+    counts the queueing per thread, in /proc/<pid>/task/<tid>/schedstat); one that blocks does neither.
+    So the sum tells a blocked mutant from a starved one, whatever the load. Each :meth:`sample` adds
+    what every process's CPU time (its threads, ended ones included, and the children it reaped: from
+    /proc/<pid>/stat) and every live thread's queueing time grew by since it was last seen; a process
+    or thread that ended between two samples keeps what was added before.
+    """
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.seconds = 0.0
+        self._cpu_ticks: dict[int, int] = {}  # pid -> its CPU ticks when last seen
+        self._queued_ns: dict[int, int] = {}  # tid -> its run-queue wait when last seen
+        self._tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
+        self.available = os.path.exists(f"/proc/{root}/schedstat")
+
+    def sample(self) -> float | None:
+        """The total so far, or None when /proc does not say (not Linux, or no schedstat)."""
+        if not self.available:
+            return None
+        for pid, ticks in self._tree().items():
+            self.seconds += max(0, ticks - self._cpu_ticks.get(pid, 0)) * self._tick_s
+            self._cpu_ticks[pid] = ticks
+            with contextlib.suppress(OSError):  # it ended since: its CPU time was counted, its queueing before
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with contextlib.suppress(OSError, ValueError, IndexError):
+                        with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
+                            queued = int(f.read().split()[1])  # run time, run-queue wait, slices (ns, ns, count)
+                        self.seconds += max(0, queued - self._queued_ns.get(int(tid), 0)) / 1e9
+                        self._queued_ns[int(tid)] = queued
+        return self.seconds
+
+    def _tree(self) -> dict[int, int]:
+        """Each process in the tree under ``root`` (``root`` too): its CPU ticks, its threads' and reaped children's."""
+        parents: dict[int, int] = {}
+        ticks: dict[int, int] = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": the name may hold anything
+                parents[int(name)] = int(fields[1])
+                ticks[int(name)] = sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+        tree, frontier = {self.root}, [self.root]
+        children: dict[int, list[int]] = {}
+        for pid, parent in parents.items():
+            children.setdefault(parent, []).append(pid)
+        while frontier:
+            for child in children.get(frontier.pop(), []):
+                if child not in tree:
+                    tree.add(child)
+                    frontier.append(child)
+        return {pid: ticks[pid] for pid in tree if pid in ticks}
 
 
 def _in_child(tests: Callable[[], int], limit: Limit | None) -> dict[str, Any]:
@@ -184,16 +296,31 @@ def _in_child(tests: Callable[[], int], limit: Limit | None) -> dict[str, Any]:
             sys.stderr.flush()
             os._exit(code)
     stopped = ""
+    activity = Activity(pid)
+    history: list[tuple[float, float]] = []  # (wall seconds, activity seconds), one per IDLE_SAMPLE_S
+    next_sample = started
     while True:
         done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
             break
-        if limit is not None and time.monotonic() - started > limit.wall_s:
-            stopped = "wall"
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            _, status, usage = os.wait4(pid, 0)
-            break
+        now = time.monotonic()
+        if limit is not None and now >= next_sample:
+            next_sample = now + IDLE_SAMPLE_S
+            active = activity.sample()
+            if active is None:  # the kernel does not say: the wall clock decides
+                stopped = "wall" if now - started > limit.wall_s else ""
+            else:
+                history.append((now, active))
+                while len(history) > 1 and now - history[1][0] >= limit.idle_s:
+                    history.pop(0)  # keep the oldest sample at least idle_s old
+                then, active_then = history[0]
+                if now - then >= limit.idle_s and active - active_then < IDLE_FRACTION * (now - then):
+                    stopped = "idle"
+            if stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                _, status, usage = os.wait4(pid, 0)
+                break
         time.sleep(0.02)
     cpu = usage.ru_utime + usage.ru_stime
     if os.WIFSIGNALED(status):
@@ -208,12 +335,13 @@ def _in_child(tests: Callable[[], int], limit: Limit | None) -> dict[str, Any]:
     return {"code": code, "cpu": round(cpu, 3), "wall": round(time.monotonic() - started, 3), "stopped": stopped}
 
 
-def run(lab: Path, chosen: list[Mutant], jobs: int) -> dict[str, dict[str, Any]]:
+def run(lab: Path, chosen: list[Mutant], jobs: int,
+        last: dict[str, Outcome] | None = None) -> dict[str, dict[str, Any]]:
     """How the lab's tests ended on each chosen mutant, spread over ``jobs`` worker processes.
 
-    Each result holds pytest's exit ``code``, the ``cpu`` and ``wall`` seconds of its run and
-    which limit ``stopped`` it; the reference's own run is under :data:`UNCHANGED`, with the
-    ``limit`` derived from it.
+    Each result holds pytest's exit ``code``, the ``cpu`` and ``wall`` seconds of its run, which
+    limit ``stopped`` it and the ``killer`` test; the reference's own run is under :data:`UNCHANGED`.
+    ``last`` (the last run's outcomes) orders the tests: see :class:`Plan`.
     """
     with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
         files = {}
@@ -226,10 +354,12 @@ def run(lab: Path, chosen: list[Mutant], jobs: int) -> dict[str, dict[str, Any]]
             files[path.name] = mutant.id
         first, *names = sorted(files)
         shares = [[first, *names[j::jobs]] for j in range(jobs)]
+        plan = Path(scratch) / "plan.json"
+        plan.write_text(json.dumps(asdict(Plan.from_last_run(last or {}, files))), encoding="utf-8")
         workers = []
         for j, share in enumerate(s for s in shares if s):
             out = Path(scratch) / f"worker_{j}.json"
-            command = [sys.executable, "-m", "instructor.mutants", "--worker", str(lab), str(out),
+            command = [sys.executable, "-m", "instructor.mutants", "--worker", str(lab), str(out), str(plan),
                        *(str(Path(scratch) / n) for n in share)]
             env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_IMPL", "PYTEST_"))}
             workers.append((out, subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -265,7 +395,7 @@ def report(lab: Path, outcomes: list[Outcome], equivalents: dict[str, str], seco
     lines = [f"{lab.name}: {len(outcomes)} mutants of solution.py in {seconds:.0f} s: {counts['killed']} killed, "
              f"{counts['survived']} survived, {counts['equivalent']} listed as equivalent, {counts['error']} errors",
              f"killed {score:.1f}% of the non-equivalent mutants; {len(by_limit)} of the killed were stopped by the "
-             f"limit ({limit.cpu_s:.1f} s CPU, {limit.wall_s:.0f} s wall) rather than by a failing test"]
+             f"limit ({limit.cpu_s:.1f} s CPU, or {limit.idle_s:.0f} s blocked) rather than by a failing test"]
     for o in by_limit:
         lines.append(f"  stopped ({o.stopped} limit, {o.cpu:.1f} s CPU): line {o.line}: {o.id}")
     for status in ("survived", "error"):
@@ -281,8 +411,9 @@ def report(lab: Path, outcomes: list[Outcome], equivalents: dict[str, str], seco
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--worker"]:
-        worker_lab, out, *paths = argv[1:]
-        Path(out).write_text(json.dumps(run_one_worker(Path(worker_lab), [Path(p) for p in paths])))
+        worker_lab, out, plan, *paths = argv[1:]
+        order = Plan(**json.loads(Path(plan).read_text(encoding="utf-8")))
+        Path(out).write_text(json.dumps(run_one_worker(Path(worker_lab), [Path(p) for p in paths], order)))
         return 0
     parser = argparse.ArgumentParser(prog="make mutants LAB=NN", description=__doc__.split("\n\n")[0])
     parser.add_argument("lab", help="the lab number, e.g. 03")
@@ -307,8 +438,8 @@ def main(argv: list[str]) -> int:
     to_run = [m for m in chosen if m.id not in equivalents]
     print(f"{lab.name}: running {len(to_run)} mutants on {options.jobs} worker(s)...", flush=True)
     started = time.monotonic()
-    no_run = {"code": 0, "cpu": 0.0, "wall": 0.0, "stopped": ""}
-    results = run(lab, to_run, max(1, options.jobs)) if to_run else {UNCHANGED: no_run}
+    no_run: dict[str, Any] = {"code": 0, "cpu": 0.0, "wall": 0.0, "stopped": ""}
+    results = run(lab, to_run, max(1, options.jobs), last) if to_run else {UNCHANGED: no_run}
     unchanged = results.pop(UNCHANGED)
     if unchanged["code"] != 0:
         print(f"the lab's tests do not pass on the unchanged solution.py (pytest exit {unchanged['code']}), so no "
@@ -316,7 +447,8 @@ def main(argv: list[str]) -> int:
               f"LAB_IMPL=solution make lab-{lab_number(lab.name)}")
         return 2
     outcomes = [Outcome(m.id, m.line, "equivalent", "", 0.0) if m.id in equivalents else
-                Outcome(m.id, m.line, verdict(results[m.id]["code"]), results[m.id]["stopped"], results[m.id]["cpu"])
+                Outcome(m.id, m.line, verdict(results[m.id]["code"]), results[m.id]["stopped"], results[m.id]["cpu"],
+                        results[m.id].get("killer", ""))
                 for m in chosen]
     limit = limits(unchanged["cpu"], unchanged["wall"])
     print(f"the reference's run: {unchanged['cpu']:.1f} s CPU, {unchanged['wall']:.1f} s wall", flush=True)

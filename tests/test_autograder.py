@@ -273,6 +273,25 @@ def test_a_zip_still_too_large_says_what_made_it_so(tmp_path: Path, monkeypatch:
     assert found[lab].file is None
     assert "mine.zip was not unpacked" in problem and "course/datasets/ (3 MB" in problem, problem
     assert ".venv" in problem, f"it says what was already left out: {problem}"
+    assert f"course/{IN_RELEASE.parts[0]}/ (0 MB, 1 file)" in problem, f"one file, in the student's words: {problem}"
+
+
+def test_a_zip_with_too_many_files_names_the_folder_that_holds_them(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from instructor.autograder import submission
+
+    monkeypatch.setattr(submission, "MAX_UNZIPPED_FILES", 50)  # the real limit, scaled down
+    lab = lab_folder("03")
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    with zipfile.ZipFile(upload / "mine.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"course/{IN_RELEASE}/{lab}/starter.py", "# my lab-03\n")
+        for folder in ("mini_vllm", "docs", "requirements"):  # the course's own folders: bigger, few files
+            archive.writestr(f"course/{folder}/big.bin", b"\0" * 2**16)
+        for index in range(60):
+            archive.writestr(f"course/.tox/log{index}.txt", "x")
+    problem = {f.lab: f for f in submission.locate(upload, tmp_path / "staging")}[lab].problem
+    assert "Most files: course/.tox/ (0 MB, 60 files)" in problem, problem
 
 
 # ------------------------------------------------------------------ a build that fails
@@ -295,6 +314,30 @@ def test_a_failed_build_leaves_no_zip_and_says_why(tmp_path: Path, monkeypatch: 
     assert "no autograder was built" in said.err and "add up to 90" in said.err
     assert "Traceback" not in said.err + said.out
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "neither the stale zip nor a .partial is left"
+
+
+def test_a_crashed_run_shows_no_output_that_names_hidden_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that left no usable result shows the end of pytest's output, whose scorecard names every test with
+    its hint: under a visibility rule that stays in the instructor's stdout."""
+    from instructor.autograder import run
+    from mini_vllm.testing import gradescope
+    from mini_vllm.testing.policy import parse_policy
+
+    def use(policy: Any) -> None:
+        monkeypatch.setattr(run, "load_policy", lambda: policy, raising=False)  # (an older run.py has none)
+        monkeypatch.setattr(gradescope, "load_policy", lambda: policy)
+
+    printed = ("lab-05-stop-strings   30 / 100\n  task 2  the hold-back   0 / 55\n"
+               "           first failure: test_hold_back\n           hint: SECRET-HOLD: held 'ab' after 'xab'\n")
+    use(parse_policy({"tests_version": "t1", "stdout_visibility": "visible",
+                      "visibility_rules": [{"tests": "lab-05 task 2 *", "visibility": "after_due_date"}]}))
+    results = run.crashed_results("the grading run left no valid results", printed, [])
+    validate(results)
+    assert "SECRET-HOLD" not in results["output"] and "test_hold_back" not in results["output"], results["output"]
+    assert "no valid results" in results["output"], "the student still reads why there is no grade"
+    assert results["stdout_visibility"] == "after_due_date", "the stdout holding it shows no sooner than the tests"
+    use(parse_policy({"tests_version": "t1"}))
+    assert "SECRET-HOLD" in run.crashed_results("why", printed, [])["output"], "nothing hidden: the student sees it"
 
 
 def test_the_autograders_own_limit_is_below_the_gradescope_timeout_teaching_recommends() -> None:

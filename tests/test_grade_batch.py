@@ -101,6 +101,40 @@ def test_names_emails_and_sids_come_from_gradescopes_metadata(
         "the metadata is read by the batch, not graded as part of the upload")
 
 
+# Gradescope's "Download Submissions" export names each folder's submitters beside the folders, in Ruby-style YAML.
+EXPORT_YAML = """\
+submission_101:
+  :submitters:
+  - :name: Grace Hopper
+    :sid: '007'
+    :email: grace@example.edu
+  :created_at: 2026-11-30 10:00:00.000000000 -08:00
+  :score: !ruby/object:BigDecimal 18:0.1e2
+submission_102:
+  :submitters:
+  - :name: Ada Lovelace
+    :sid: S001
+    :email: ada@example.edu
+  - :name: Alan Turing
+    :sid: S002
+    :email: alan@example.edu
+"""
+
+
+def test_names_come_from_the_exports_yaml_and_an_upload_cannot_overrule_it(tmp_path: Path) -> None:
+    for folder in ("submission_101", "submission_102", "carol"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / batch.EXPORT_METADATA).write_text(EXPORT_YAML, encoding="utf-8")
+    # submission_101 uploaded a metadata file of its own (someone else's SIDs): the export's names win
+    for folder in ("submission_101", "carol"):
+        (tmp_path / folder / batch.METADATA).write_text(json.dumps(METADATA), encoding="utf-8")
+    who = batch.who_submitted(tmp_path, batch.students(tmp_path))
+    assert who["submission_101"] == batch.Submitter("Grace Hopper", "grace@example.edu", "007"), who
+    assert who["submission_102"] == batch.Submitter("Ada Lovelace; Alan Turing", "ada@example.edu; alan@example.edu",
+                                                    "S001; S002"), "a group: every member, joined"
+    assert who["carol"].sid == "S001; S002", "a folder the export does not name: the metadata in it, as before"
+
+
 def test_the_scores_are_each_students_own(graded: tuple[Path, dict[str, dict[str, str]]]) -> None:
     _, rows = graded
     lab_03 = float(load_policy().lab("03").points)

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 
-from instructor.mutants import Limit, _in_child, limits, read_equivalents, run, verdict
+from instructor.mutants import (
+    IDLE_FRACTION,
+    Activity,
+    Limit,
+    Outcome,
+    Plan,
+    _in_child,
+    limits,
+    read_equivalents,
+    run,
+    verdict,
+)
 from instructor.mutate import Mutant, mutants
 from mini_vllm.labs import lab_dir
 
@@ -81,6 +95,16 @@ def test_verdicts_come_from_running_the_lab_tests() -> None:
     assert verdict(results["unchanged"]["code"]) == "survived", f"the reference itself must pass its tests: {results}"
     assert verdict(results[broken.id]["code"]) == "killed", f"a flush that returns nothing must be caught: {results}"
     assert results[broken.id]["stopped"] == "", f"a failing test, not a limit, must stop that mutant: {results}"
+    assert "test_lab.py::test_" in results[broken.id]["killer"], f"the test that killed it must be named: {results}"
+
+
+def test_the_last_run_orders_the_tests_killers_first() -> None:
+    last = {"m1": Outcome("m1", 1, "killed", killer="t.py::b"), "m2": Outcome("m2", 2, "killed", killer="t.py::a"),
+            "m3": Outcome("m3", 3, "killed", killer="t.py::b"), "m4": Outcome("m4", 4, "survived")}
+    plan = Plan.from_last_run(last, {"mutant_0001.py": "m1", "mutant_0002.py": "m2", "mutant_0009.py": "new"})
+    assert plan.ranking == ["t.py::b", "t.py::a"], f"the test that killed most mutants runs first: {plan}"
+    assert plan.first == {"mutant_0001.py": "t.py::b", "mutant_0002.py": "t.py::a"}, (
+        f"each mutant first meets the test that killed it last time (by file name in this run): {plan}")
 
 
 def test_the_limit_grows_with_the_reference_and_counts_cpu_first() -> None:
@@ -101,8 +125,8 @@ def block() -> int:
 
 
 @pytest.mark.parametrize(("run_away", "limit", "stopped"), [
-    (spin, Limit(cpu_s=1, wall_s=600), "cpu"),  # a loop: stopped once it has used its CPU seconds
-    (block, Limit(cpu_s=600, wall_s=1), "wall"),  # a wait that uses no CPU: stopped by the backstop
+    (spin, Limit(cpu_s=1, wall_s=600, idle_s=600), "cpu"),  # a loop: stopped once it has used its CPU seconds
+    (block, Limit(cpu_s=600, wall_s=600, idle_s=1), "idle"),  # a wait that uses no CPU: stopped as blocked
 ])
 def test_a_run_away_mutant_is_stopped_by_its_limit(run_away: object, limit: Limit, stopped: str) -> None:
     result = _in_child(run_away, limit)  # type: ignore[arg-type]
@@ -111,3 +135,40 @@ def test_a_run_away_mutant_is_stopped_by_its_limit(run_away: object, limit: Limi
     if stopped == "cpu":
         # (the kernel checks the limit once per tick, and rusage rounds: about 1 s, never the 600 s of wall)
         assert 0.5 <= result["cpu"] < 3, f"the child must be stopped at its CPU limit (1 s, SIGKILL at 2 s): {result}"
+
+
+def test_without_the_kernels_queue_times_the_wall_clock_stops_a_blocked_mutant(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Activity, "sample", lambda self: None)  # as where /proc/<pid>/schedstat does not exist
+    result = _in_child(block, Limit(cpu_s=600, wall_s=1, idle_s=600))
+    assert result["stopped"] == "wall", f"without the kernel's counts, the wall backstop must stop a wait: {result}"
+
+
+STARVED_CPU_S = 0.15
+
+
+def spin_starved() -> int:
+    # Pinned to the CPU the competitor spins on, at nice 15: it gets a few percent of that CPU, and waits for it
+    # the rest of the time, as a mutant does on a loaded machine.
+    os.sched_setaffinity(0, {0})
+    os.nice(15)
+    until = time.process_time() + STARVED_CPU_S
+    while time.process_time() < until:
+        pass
+    return 0
+
+
+@pytest.mark.slow  # about STARVED_CPU_S / 3 % of one CPU: 5 s of wall time, one core kept busy
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_a_mutant_that_computes_is_never_idle_however_loaded_the_machine() -> None:
+    competitor = subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {0})\nwhile True: pass"])
+    try:
+        result = _in_child(spin_starved, Limit(cpu_s=600, wall_s=1, idle_s=1))
+    finally:
+        competitor.kill()
+        competitor.wait()
+    assert result["cpu"] < IDLE_FRACTION * result["wall"], (
+        f"the test needs a starved run (under {IDLE_FRACTION:.0%} of the wall time on a CPU) to mean anything: "
+        f"{result}")
+    assert (result["stopped"], result["code"]) == ("", 0), (
+        f"a run waiting for a CPU is computing, not blocked: neither the idle rule nor the wall clock may stop it "
+        f"(it used {result['cpu']} s of CPU in {result['wall']} s): {result}")

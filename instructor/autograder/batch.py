@@ -2,9 +2,10 @@
 
 ``SUBMISSIONS`` holds one entry per student: a folder (their copy of the course, as they would
 upload it to Gradescope) or a ``.zip`` of it. Gradescope's export of an assignment's submissions
-has this layout (one folder per submission); where a folder holds Gradescope's
-``submission_metadata.json``, the CSV takes each submitter's name, email and SID from it, and
-otherwise the folder's name is all it knows of the student. Each student is
+has this layout (one folder per submission, with ``submission_metadata.yml`` beside them); the CSV
+takes each submitter's name, email and SID from that file, or from a ``submission_metadata.json``
+(the autograder's form) in a folder it does not name, and otherwise the folder's name is all it
+knows of the student. Each student is
 graded exactly as the Gradescope autograder grades (``run_autograder`` of ``make autograder``'s
 zip) in a root of their own: a fresh copy of the course and of their submission, so nothing one
 student's code does can reach another's grading. Students are graded in parallel, one per core
@@ -36,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml  # PyYAML: in the locked dev packages (openai-agents and mcp need it), which grade-batch's .venv holds
+
 from instructor.autograder import local, shares
 from instructor.autograder.build import build
 from instructor.autograder.run import run_in_own_group
@@ -47,7 +50,10 @@ DEFAULT_OUT = REPO_ROOT / "build" / "batch"
 DEFAULT_TIMEOUT_S = 2100  # per student: past the autograder's own limit (run.py's 1800 s), which writes a result
 
 
-METADATA = "submission_metadata.json"  # Gradescope's, beside each submission in its export
+METADATA = "submission_metadata.json"  # the autograder's form of Gradescope's metadata, in a submission's folder
+# Gradescope's "Download Submissions" export: one folder per submission (submission_NNN) and, beside them, this
+# file, which names each folder's submitters in Ruby-style YAML (`:submitters:` with `:name:`, `:sid:`, `:email:`).
+EXPORT_METADATA = "submission_metadata.yml"
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,11 @@ def submitters(entry: Path) -> Submitter:
         users = json.loads((entry / METADATA).read_text(encoding="utf-8")).get("users", [])
     except (OSError, ValueError, AttributeError):
         return Submitter()
+    return _joined(users)
+
+
+def _joined(users: object) -> Submitter:
+    """One Submitter for a submission's users (a group's names, emails and SIDs each joined with ``; ``)."""
     if not isinstance(users, list):
         return Submitter()
 
@@ -80,6 +91,37 @@ def submitters(entry: Path) -> Submitter:
         return "; ".join(str(user.get(key) or "") for user in users if isinstance(user, dict))
 
     return Submitter(field("name"), field("email"), field("sid"))
+
+
+class _ExportLoader(yaml.SafeLoader):
+    """Safe YAML that reads a Ruby-tagged value (``!ruby/object:BigDecimal``, in a score) as nothing."""
+
+
+_ExportLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def export_submitters(submissions: Path) -> dict[str, Submitter]:
+    """Per submission folder, its submitters as the export's ``submission_metadata.yml`` names them ({} without it)."""
+    try:
+        export = yaml.load((submissions / EXPORT_METADATA).read_text(encoding="utf-8"), Loader=_ExportLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    if not isinstance(export, dict):
+        return {}
+    who = {}
+    for folder, record in export.items():
+        users = record.get(":submitters") if isinstance(record, dict) else None
+        if isinstance(users, list):
+            who[str(folder)] = _joined([{str(key).lstrip(":"): value for key, value in user.items()}
+                                        for user in users if isinstance(user, dict)])
+    return who
+
+
+def who_submitted(submissions: Path, class_list: list[tuple[str, Path]]) -> dict[str, Submitter]:
+    """Each submission's submitters: from the export's YAML where it names the folder (Gradescope wrote it, outside
+    the student's upload), else from a ``submission_metadata.json`` in the folder, else nobody (the folder's name)."""
+    export = export_submitters(submissions)
+    return {name: export.get(entry.name) or submitters(entry) for name, entry in class_list}
 
 
 def students(submissions: Path) -> list[tuple[str, Path]]:
@@ -235,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cpu.close()
         shutil.rmtree(work, ignore_errors=True)
-    write_csv(outcomes, args.out / "scores.csv", {name: submitters(entry) for name, entry in class_list})
+    write_csv(outcomes, args.out / "scores.csv", who_submitted(args.submissions, class_list))
     for outcome in outcomes:
         score = outcome.results.get("score") if outcome.results and is_graded(outcome) else "-"
         print(f"{outcome.student:<24} {outcome.status:<12.60} {score}")

@@ -42,6 +42,7 @@ from instructor.autograder.submission import Found, course_labs, locate, missing
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 from mini_vllm.sandbox.isolation import probe
 from mini_vllm.testing.gradescope import results_document, validate
+from mini_vllm.testing.policy import VISIBILITIES, load_policy
 from mini_vllm.testing.provenance import sha256_of
 
 GRADED_PYTEST = ["-q", "-rN", "-p", "no:warnings", "-p", "no:xdist", "-m", "not control", "--assert=plain",
@@ -99,11 +100,20 @@ def submission_record(found: list[Found]) -> dict[str, Any]:
 
 
 def crashed_results(reason: str, output: str, found: list[Found]) -> dict[str, Any]:
-    """0 points and why, when the grading run left no usable result (so Gradescope never shows an old one)."""
-    tail = output[-OUTPUT_TAIL:]
+    """0 points and why, when the grading run left no usable result (so Gradescope never shows an old one).
+
+    The end of the run's output is shown to the student only while grading.toml hides no test: it is pytest's,
+    whose scorecard names every test with its first failure and hint, hidden ones too. Otherwise it stays in the
+    autograder's stdout, which is then shown no sooner than the most hidden test."""
+    policy = load_policy()
+    hidden = {policy.visibility, *(rule.visibility for rule in policy.visibility_rules)} - {"visible"}
+    tail = output[-OUTPUT_TAIL:] if not hidden else (
+        "(not shown here: some tests are hidden for now, and it names every test; your instructor sees it)")
     text = (f"The autograder could not grade this submission: {reason}\n\n{submission_note(found, found)}\n\n"
             f"The end of the grading run's output:\n{tail}")
     document = results_document([], scorecard=text)
+    if hidden:
+        document["stdout_visibility"] = min({document["stdout_visibility"], *hidden}, key=VISIBILITIES.index)
     document["extra_data"]["autograder"] = {"status": "crashed", "reason": reason}
     document["extra_data"]["submission"] = submission_record(found)
     return document

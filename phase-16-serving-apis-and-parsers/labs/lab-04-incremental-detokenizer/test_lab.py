@@ -636,6 +636,25 @@ def test_cost_per_token_is_bounded_after_a_long_prompt(kind: str) -> None:
 
 
 @pytest.mark.task(3)
+@pytest.mark.parametrize("kind", [kind for kind in COST_STREAMS if kind.endswith(("cjk", "ascii"))])
+def test_the_first_push_after_a_long_prompt_does_not_decode_the_prompt(kind: str) -> None:
+    """An average over hundreds of tokens hides one push that decodes the whole prompt: count the first alone."""
+    tokenizer, ids = cost_stream(kind, PROMPT + SHORT)
+    if ids_per_token(tokenizer, [], ids[PROMPT:]) > COST_BUDGET:
+        return  # too costly with no prompt at all: task 2's cost test shows it
+    split = min(k for k in between_characters(tokenizer, ids) if k >= PROMPT)
+    counting = CountingTokenizer(tokenizer)
+    detok = lab.IncrementalDetokenizer(counting, ids[:split], window=WINDOW)
+    counting.ids_decoded, counting.limit = 0, 4 * split
+    detok.push(ids[split])
+    assert counting.ids_decoded <= COST_BUDGET, (
+        f"the context starts near the prompt's end, so a push after a long prompt costs what any push costs: the "
+        f"first push after a prompt of {split} tokens (ending between characters, {kind}) handed {counting.ids_decoded}"
+        f" ids to decode; the budget per token is {COST_BUDGET} (6 x window). __init__ may read the prompt once; the "
+        "pushes must not read it again")
+
+
+@pytest.mark.task(3)
 @pytest.mark.parametrize("name", sorted(HF_RAWS))
 def test_flush_where_decode_stream_has_none(name: str) -> None:
     """DecodeStream has no flush: a reply cut off mid-character loses its U+FFFD there, never here."""
