@@ -50,6 +50,7 @@ def readme_seconds(row: str) -> float | None:
     """The warm figure the README's table gives for the row whose command starts with ``row``."""
     for line in README.read_text(encoding="utf-8").splitlines():
         if line.startswith(f"| `{row}"):
+            line = re.sub(r"\s*<!--.*?-->\s*$", "", line)  # an instructor-only row's marker after the table's cells
             # A range ("1 min 26 s to 1 min 55 s", "4.7–5.5 s") is judged by its upper end.
             warm = re.split(r" to |–", line.rstrip(" |").split("|")[-1])[-1]
             minutes = re.search(r"(\d+) min", warm)

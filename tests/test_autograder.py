@@ -276,6 +276,24 @@ def test_a_zip_still_too_large_says_what_made_it_so(tmp_path: Path, monkeypatch:
     assert f"course/{IN_RELEASE.parts[0]}/ (0 MB, 1 file)" in problem, f"one file, in the student's words: {problem}"
 
 
+def test_a_zip_with_too_many_files_names_the_folder_that_holds_them(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from instructor.autograder import submission
+
+    monkeypatch.setattr(submission, "MAX_UNZIPPED_FILES", 50)  # the real limit, scaled down
+    lab = lab_folder("03")
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    with zipfile.ZipFile(upload / "mine.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"course/{IN_RELEASE}/{lab}/starter.py", "# my lab-03\n")
+        for folder in ("mini_vllm", "docs", "requirements"):  # the course's own folders: bigger, few files
+            archive.writestr(f"course/{folder}/big.bin", b"\0" * 2**16)
+        for index in range(60):
+            archive.writestr(f"course/.tox/log{index}.txt", "x")
+    problem = {f.lab: f for f in submission.locate(upload, tmp_path / "staging")}[lab].problem
+    assert "Most files: course/.tox/ (0 MB, 60 files)" in problem, problem
+
+
 # ------------------------------------------------------------------ a build that fails
 
 

@@ -2,9 +2,10 @@
 
 Budgets are CPU time (mini_vllm/sandbox/budget.py). Here the reference of every lab, and a
 submission with two wrong variants (lab-04 shows the prompt again, lab-08 lifts characters but
-not their bytes), are each graded quiet and then beside twelve CPU burners on this
-2-core machine, each burner in a session of its own (setsid), so the scheduler's per-session
-groups cannot shield the grader: the per-test outcomes must be identical. And a student graded in
+not their bytes), are graded quiet and then beside twelve CPU burners on this 2-core machine
+(the two gradings side by side, each in a session of its own), each burner in a session of its
+own (setsid), so the scheduler's per-session groups cannot shield the grader: the per-test
+outcomes must be identical. And a student graded in
 ``make grade-batch`` beside one who forks sixty such spinners loses nothing.
 
 To fit CI, each lab is graded on one to three tests, among them the one that makes the course's
@@ -19,6 +20,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -58,19 +60,39 @@ def burners(count: int, spin: str = "while True: pass") -> Iterator[None]:
             process.wait()
 
 
-def outcomes(paths: list[Path], env: dict[str, str]) -> dict[str, str]:
-    """Grade ``paths`` as ``make grade`` does (sandboxed, the SELECTED tests); each test's name -> status and output."""
+def outcomes(*gradings: tuple[list[Path], dict[str, str]]) -> list[dict[str, str]]:
+    """Grade each ``(paths, env)`` as ``make grade`` does (sandboxed, the SELECTED tests), all at once; for each,
+    every test's name -> status and output.
+
+    Each grading runs in a session of its own, as a student's ``make grade`` in a terminal does (and as each
+    grading child already does): beside the burners it gets one session's share of the CPU, like each of them,
+    whether or not this test shares its session with other work (a pytest-xdist worker beside it, whose share
+    would otherwise be split with the grading, and which would crawl for as long). The gradings run side by
+    side, so each also has the other beside it."""
     with tempfile.TemporaryDirectory() as scratch:
-        results = Path(scratch) / "results.json"
-        child_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LAB_"))}
-        child_env.update({"LAB_SANDBOX": "1", "LAB_IMPL": "solution", "HYPOTHESIS_PROFILE": "ci", **env})
-        done = subprocess.run([sys.executable, "-m", "pytest", *map(str, paths), "-q", "-p", "no:cacheprovider",
-                               "-p", "no:xdist", "-m", "not control", "--tb=no", "-k", SELECTED, "--grade",
-                               str(results)], cwd=REPO_ROOT, env=child_env, capture_output=True, text=True,
-                              timeout=1200)
-        assert results.exists(), f"no results.json:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
-        tests = json.loads(results.read_text(encoding="utf-8"))["tests"]
-    return {t["name"]: f"{t['status']}: {t['output'].splitlines()[0] if t['output'] else ''}" for t in tests}
+        running = []
+        for number, (paths, env) in enumerate(gradings):
+            results, log = Path(scratch) / f"results-{number}.json", Path(scratch) / f"output-{number}.txt"
+            child_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LAB_"))}
+            child_env.update({"LAB_SANDBOX": "1", "LAB_IMPL": "solution", "HYPOTHESIS_PROFILE": "ci", **env})
+            with log.open("w", encoding="utf-8") as output:
+                process = subprocess.Popen([sys.executable, "-m", "pytest", *map(str, paths), "-q", "-p",
+                                            "no:cacheprovider", "-p", "no:xdist", "-m", "not control", "--tb=no",
+                                            "-k", SELECTED, "--grade", str(results)], cwd=REPO_ROOT, env=child_env,
+                                           stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+            running.append((process, results, log))
+        graded = []
+        for process, results, log in running:
+            try:
+                process.wait(timeout=1200)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)  # its session: the grading and what it started
+                process.wait()
+            assert results.exists(), f"no results.json:\n{log.read_text(encoding='utf-8')[-4000:]}"
+            tests = json.loads(results.read_text(encoding="utf-8"))["tests"]
+            graded.append({t["name"]: f"{t['status']}: {t['output'].splitlines()[0] if t['output'] else ''}"
+                           for t in tests})
+    return graded
 
 
 def differences(quiet: dict[str, str], loaded: dict[str, str]) -> list[str]:
@@ -80,11 +102,9 @@ def differences(quiet: dict[str, str], loaded: dict[str, str]) -> list[str]:
 
 def test_the_reference_and_two_wrong_variants_grade_the_same_beside_twelve_burners() -> None:
     every_lab = sorted(p for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startswith("lab-"))
-    reference_quiet = outcomes(every_lab, {})
-    wrong_quiet = outcomes([LAB_04, LAB_08], TWO_WRONG)
+    reference_quiet, wrong_quiet = outcomes((every_lab, {}), ([LAB_04, LAB_08], TWO_WRONG))
     with burners(BURNERS):
-        reference_loaded = outcomes(every_lab, {})
-        wrong_loaded = outcomes([LAB_04, LAB_08], TWO_WRONG)
+        reference_loaded, wrong_loaded = outcomes((every_lab, {}), ([LAB_04, LAB_08], TWO_WRONG))
     graded_labs = {name.split(" › ")[0][:6] for name in reference_quiet}
     assert graded_labs == {p.name[:6] for p in every_lab}, f"SELECTED must pick tests in every lab: {graded_labs}"
     failed = [f"{n}: {s}" for n, s in reference_quiet.items() if not s.startswith("passed")]

@@ -71,14 +71,19 @@ def test_starter_and_solution_expose_the_same_api(lab_dir: Path) -> None:
 # Every lab is graded many times: against its blank starter, its canary (below) and each of its
 # named wrong variants. A child process grades a batch of these in a row (instructor.variants):
 # a process per grading would pay Python's start-up, the heavy imports and the real vocabularies'
-# loading each time. A lab's first batch also grades its blank starter and its canary; batches of
-# a few variants let pytest-xdist spread a lab with many variants over the workers.
-VARIANTS_PER_PROCESS = 4
+# loading each time. A lab's first batch grades its blank starter, its canary and its first variant
+# (make test); the other variants go in batches of up to five (make check), which pytest-xdist
+# spreads over the workers.
+VARIANTS_PER_PROCESS = 5
 
 
 def batch_of(variant: Path) -> str:
     same_lab = [v for v in VARIANTS if v.parent == variant.parent]
-    return f"{variant.parent.name}-{same_lab.index(variant) // VARIANTS_PER_PROCESS}"
+    position, later = same_lab.index(variant), len(same_lab) - 1
+    if position == 0:
+        return f"{variant.parent.name}-0"
+    batches = -(-later // VARIANTS_PER_PROCESS)  # at most VARIANTS_PER_PROCESS each, the sizes even
+    return f"{variant.parent.name}-{1 + (position - 1) * batches // later}"
 
 
 def first_batch(lab_dir: Path) -> str:
@@ -140,8 +145,8 @@ def in_first_batch(lab_dir: Path) -> object:
 
 def variant_param(variant: Path) -> object:
     same_worker = pytest.mark.xdist_group(batch_of(variant))
-    # make test grades each lab's first batch (its blank starter, its canary and its first few variants,
-    # the first through the sandbox); make check grades every batch, so every variant.
+    # make test grades each lab's first batch (its blank starter, its canary and its first variant, all
+    # three through the sandbox); make check grades every batch, so every variant.
     later = [] if batch_of(variant).endswith("-0") else [pytest.mark.slow]
     return pytest.param(variant, id=f"{variant.parent.name}/{variant.stem}", marks=[same_worker, *later])
 

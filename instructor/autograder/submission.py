@@ -108,13 +108,15 @@ def _check_size(archive: Path, members: list[zipfile.ZipInfo]) -> None:
         entry = by_folder.setdefault(key, [0, 0])
         entry[0] += member.file_size
         entry[1] += 1
-    largest = sorted(by_folder.items(), key=lambda item: -item[1][0])[:3]
+    too_many = total <= MAX_UNZIPPED_BYTES  # then the count is what broke the limit: name the folders by it
+    largest = sorted(by_folder.items(), key=lambda item: -item[1][1] if too_many else -item[1][0])[:3]
     named = ", ".join(f"{name} ({size / 2**20:.0f} MB, {count:,} file{'s' * (count != 1)})"
                       for name, (size, count) in largest)
     raise UploadTooLarge(
         f"{archive.name} was not unpacked: even without {', '.join(sorted(IGNORED_DIRS - {'__MACOSX'}))} it holds "
         f"{total / 2**20:.0f} MB in {len(members):,} files, and a copy of the course is a few MB "
-        f"(the limit is {MAX_UNZIPPED_BYTES // 2**20} MB and {MAX_UNZIPPED_FILES:,} files). Largest: {named}. "
+        f"(the limit is {MAX_UNZIPPED_BYTES // 2**20} MB and {MAX_UNZIPPED_FILES:,} files). "
+        f"{'Most files' if too_many else 'Largest'}: {named}. "
         "Zip your copy without those, or upload the labs' folders only")
 
 
