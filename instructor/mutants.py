@@ -225,12 +225,14 @@ def limits(reference_cpu_s: float, reference_wall_s: float) -> Limit:
 class Activity:
     """How long a process and everything it started have been running or waiting for a CPU, in seconds.
 
-    On a loaded machine a process that computes spends its time running or queued for a CPU (the kernel
-    counts the queueing per thread, in /proc/<pid>/task/<tid>/schedstat); one that blocks does neither.
-    So the sum tells a blocked mutant from a starved one, whatever the load. Each :meth:`sample` adds
-    what every process's CPU time (its threads, ended ones included, and the children it reaped: from
-    /proc/<pid>/stat) and every live thread's queueing time grew by since it was last seen; a process
-    or thread that ended between two samples keeps what was added before.
+    On a loaded machine a process that computes spends its time running or queued for a CPU; one that
+    blocks does neither. So the total tells a blocked mutant from a starved one, whatever the load.
+    Each :meth:`sample` adds what every process's CPU time (its threads, ended ones included, and the
+    children it reaped: /proc/<pid>/stat) and every live thread's run-queue wait (its schedstat) grew by
+    since it was last seen, so a process or thread that ended between two samples keeps what it added.
+    The kernel adds a wait only when the thread next gets a CPU, so a thread starved for longer than
+    the interval between samples shows no growth; if any thread is running or runnable at the sample
+    (state R), the whole interval counts as active.
     """
 
     def __init__(self, root: int) -> None:
@@ -238,6 +240,7 @@ class Activity:
         self.seconds = 0.0
         self._cpu_ticks: dict[int, int] = {}  # pid -> its CPU ticks when last seen
         self._queued_ns: dict[int, int] = {}  # tid -> its run-queue wait when last seen
+        self._last: float | None = None  # when the last sample was taken
         self._tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
         self.available = os.path.exists(f"/proc/{root}/schedstat")
 
@@ -245,16 +248,22 @@ class Activity:
         """The total so far, or None when /proc does not say (not Linux, or no schedstat)."""
         if not self.available:
             return None
+        now, counted, runnable = time.monotonic(), 0.0, False
         for pid, ticks in self._tree().items():
-            self.seconds += max(0, ticks - self._cpu_ticks.get(pid, 0)) * self._tick_s
+            counted += max(0, ticks - self._cpu_ticks.get(pid, 0)) * self._tick_s
             self._cpu_ticks[pid] = ticks
             with contextlib.suppress(OSError):  # it ended since: its CPU time was counted, its queueing before
                 for tid in os.listdir(f"/proc/{pid}/task"):
                     with contextlib.suppress(OSError, ValueError, IndexError):
                         with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
                             queued = int(f.read().split()[1])  # run time, run-queue wait, slices (ns, ns, count)
-                        self.seconds += max(0, queued - self._queued_ns.get(int(tid), 0)) / 1e9
+                        counted += max(0, queued - self._queued_ns.get(int(tid), 0)) / 1e9
                         self._queued_ns[int(tid)] = queued
+                        with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii", errors="replace") as f:
+                            runnable = runnable or f.read().rsplit(")", 1)[1].split()[0] == "R"
+        interval = 0.0 if self._last is None else now - self._last
+        self._last = now
+        self.seconds += max(counted, interval) if runnable else counted
         return self.seconds
 
     def _tree(self) -> dict[int, int]:

@@ -143,25 +143,27 @@ def test_without_the_kernels_queue_times_the_wall_clock_stops_a_blocked_mutant(m
     assert result["stopped"] == "wall", f"without the kernel's counts, the wall backstop must stop a wait: {result}"
 
 
-STARVED_CPU_S = 0.15
+STARVED_WALL_S = 4.0
 
 
 def spin_starved() -> int:
-    # Pinned to the CPU the competitor spins on, at nice 15: it gets a few percent of that CPU, and waits for it
-    # the rest of the time, as a mutant does on a loaded machine.
+    # Pinned to the CPU the competitor spins on, in the idle scheduling class: it gets a few percent of that CPU
+    # (whatever niceness the test runs at) and waits for it the rest of the time, as a mutant on a loaded machine.
     os.sched_setaffinity(0, {0})
-    os.nice(15)
-    until = time.process_time() + STARVED_CPU_S
-    while time.process_time() < until:
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    until = time.monotonic() + STARVED_WALL_S
+    while time.monotonic() < until:
         pass
     return 0
 
 
-@pytest.mark.slow  # about STARVED_CPU_S / 3 % of one CPU: 5 s of wall time, one core kept busy
+@pytest.mark.slow  # STARVED_WALL_S of wall time, one core kept busy
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
 def test_a_mutant_that_computes_is_never_idle_however_loaded_the_machine() -> None:
-    competitor = subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {0})\nwhile True: pass"])
+    spinner = "import os\nos.sched_setaffinity(0, {0})\nprint('spinning', flush=True)\nwhile True: pass"
+    competitor = subprocess.Popen([sys.executable, "-c", spinner], stdout=subprocess.PIPE, text=True)
     try:
+        assert competitor.stdout is not None and competitor.stdout.readline() == "spinning\n", "the competitor must run"
         result = _in_child(spin_starved, Limit(cpu_s=600, wall_s=1, idle_s=1))
     finally:
         competitor.kill()
