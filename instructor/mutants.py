@@ -67,6 +67,7 @@ WALL_FACTOR = 3.0
 # worker, every verdict in it too. Under this ceiling it gets a MemoryError, which fails its test.
 WORKER_MEMORY_BYTES = 4 << 30
 UNCHANGED = "<the solution, unchanged>"
+PROGRESS_EVERY_S = 60.0  # how often a run says how many mutants are judged so far
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def read_equivalents(path: Path) -> dict[str, str]:
 @dataclass(frozen=True)
 class Plan:
     """The order the tests run in on each mutant, from the last run's verdicts: the test that killed this
-    mutant last time first, then the tests that killed the most mutants, then the rest in file order.
+    mutant last time first, then the tests that killed the most mutants, then the rest quickest first.
     Every test still runs on a mutant that fails none, so the order decides only how soon a killed mutant's
     run ends (with -x, at its first failing test), never a verdict."""
 
@@ -144,6 +145,7 @@ def run_one_worker(lab: Path, mutant_files: list[Path], plan: Plan) -> dict[str,
     env_key = f"LAB_IMPL_{lab_number(lab.name)}"
 
     rank = {test: k for k, test in enumerate(plan.ranking)}
+    seconds: dict[str, float] = {}  # each test's time in the warm-up (the reference's run in this process)
 
     class Order:  # a pytest plugin: runs the tests in the plan's order and notes the first that fails
         def __init__(self, first: str) -> None:
@@ -151,13 +153,20 @@ def run_one_worker(lab: Path, mutant_files: list[Path], plan: Plan) -> dict[str,
             self.failed = ""
 
         def pytest_collection_modifyitems(self, items: list[Any]) -> None:
-            items.sort(key=lambda item: (item.nodeid != self.first, rank.get(item.nodeid, len(rank))))
+            # The plan's tests first; the rest quickest first (in the warm-up's times), so a mutant that many
+            # tests kill meets a cheap one early even when no run has been made before.
+            items.sort(key=lambda item: (item.nodeid != self.first, rank.get(item.nodeid, len(rank)),
+                                         seconds.get(item.nodeid, 0.0)))
 
         def pytest_runtest_logreport(self, report: Any) -> None:
             if report.failed and not self.failed:
                 self.failed = report.nodeid
 
-    def tests_on(path: Path) -> int:
+    class Timer:  # a pytest plugin for the warm-up: each test's seconds, setup and teardown included
+        def pytest_runtest_logreport(self, report: Any) -> None:
+            seconds[report.nodeid] = seconds.get(report.nodeid, 0.0) + report.duration
+
+    def tests_on(path: Path, timed: bool = False) -> int:
         os.environ[env_key] = str(path)
         for name, module in list(sys.modules.items()):  # the lab's test module, loaded for the last run
             if Path(getattr(module, "__file__", None) or "/").parent == lab:
@@ -166,14 +175,17 @@ def run_one_worker(lab: Path, mutant_files: list[Path], plan: Plan) -> dict[str,
         args = [str(lab), "-x", "-m", "not control", "-p", "no:cacheprovider", "-p", "no:xdist",
                 "-p", "no:terminal", "--assert=plain", "--timeout", "0"]
         order = Order(plan.first.get(path.name, ""))
-        code = int(pytest.main(args, plugins=[order]))
+        plugins: list[Any] = [order]
+        if timed:
+            plugins.append(Timer())
+        code = int(pytest.main(args, plugins=plugins))
         path.with_suffix(".killer").write_text(order.failed, encoding="utf-8")  # read by this worker, after
         return code
 
     reference, *mutant_files = mutant_files
     # Warm-up, in this process: imports the lab's tests and fills every cache the children then share.
     results: dict[str, dict[str, Any]] = {}
-    warm = tests_on(reference)
+    warm = tests_on(reference, timed=True)
     if warm != 0:  # a failing reference makes every verdict meaningless (main says so)
         results[reference.name] = {"code": warm, "cpu": 0.0, "wall": 0.0, "stopped": ""}
         return results
@@ -193,6 +205,7 @@ def run_one_worker(lab: Path, mutant_files: list[Path], plan: Plan) -> dict[str,
         results[path.name] = _in_child(lambda path=path: tests_on(path), limit)  # type: ignore[misc]
         killer = path.with_suffix(".killer")  # not written by a child that a limit stopped
         results[path.name]["killer"] = killer.read_text(encoding="utf-8") if killer.exists() else ""
+        path.with_suffix(".done").touch()  # the parent counts these to say how far the run is
     return results
 
 
@@ -376,12 +389,21 @@ def run(lab: Path, chosen: list[Mutant], jobs: int,
             command = [sys.executable, "-m", "instructor.mutants", "--worker", str(lab), str(out), str(plan),
                        *(str(Path(scratch) / n) for n in share)]
             env = {k: v for k, v in os.environ.items() if not k.startswith(("LAB_IMPL", "PYTEST_"))}
-            workers.append((out, subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
-                                                  stderr=subprocess.PIPE, text=True)))
+            log = Path(scratch) / f"worker_{j}.log"
+            with log.open("w") as stderr:  # a file, not a pipe: nobody reads it until the worker ends
+                workers.append((out, log, subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
+                                                           stderr=stderr)))
+        started, reported = time.monotonic(), time.monotonic()
+        while any(process.poll() is None for _, _, process in workers):
+            time.sleep(0.5)
+            if time.monotonic() - reported >= PROGRESS_EVERY_S:
+                reported = time.monotonic()
+                done = len(list(Path(scratch).glob("*.done")))
+                print(f"  {done} of {len(files) - 1} mutants judged in {reported - started:.0f} s", flush=True)
         results: dict[str, dict[str, Any]] = {}
-        for out, process in workers:
-            _, errors = process.communicate()
+        for out, log, process in workers:
             if not out.exists():
+                errors = log.read_text(encoding="utf-8", errors="replace")
                 raise RuntimeError(f"a mutant worker died (exit {process.returncode}):\n{errors[-2000:]}")
             for name, result in json.loads(out.read_text()).items():
                 mutant_id = files[name]
