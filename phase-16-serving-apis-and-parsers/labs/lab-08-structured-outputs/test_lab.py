@@ -11,6 +11,7 @@ reference (mini_vllm/testing/fixtures/lab08_samples.json, recorded by the course
 
 from __future__ import annotations
 
+import codecs
 import functools
 import itertools
 import json
@@ -344,6 +345,29 @@ def test_eos_exactly_when_accepting(family: str) -> None:
                        f"{wrong[:8]} (accepting: {[automaton.is_accepting(s) for s in wrong[:8]]})")
 
 
+def no_newline_automaton() -> ByteAutomaton:
+    """One state, accepting, that reads every byte but a newline: a token is readable exactly when it holds none."""
+    return ByteAutomaton(start=0, accepting=[True], table=[[DEAD if b == 0x0A else 0 for b in range(256)]])
+
+
+# EOS first (id 0), so a mask that appends EOS after the other ids is out of order; b"\x00" sorts first of all.
+LOW_EOS = Vocabulary(tokens=[None, b"ab", b"a\n", b"\x00", b"\n", b"a", None, b"b\xff"], eos_token_id=0)
+
+
+@pytest.mark.task(2)
+@pytest.mark.parametrize("method", ["scan", "mask"])
+def test_masks_are_sorted_ids_with_eos_in_its_place(method: str) -> None:
+    """EOS is an id like any other: in an accepting state it sits in the sorted list where its id falls."""
+    masker = lab.TokenMasker(no_newline_automaton(), LOW_EOS)
+    got = getattr(masker, method)(0)
+    readable = [i for i, t in enumerate(LOW_EOS.tokens) if t is not None and b"\n" not in t]
+    want = sorted([LOW_EOS.eos_token_id, *readable])
+    assert got == want, (
+        f"{method}(state) is the sorted ids of every token the state reads to the end, EOS in its place when the "
+        f"state accepts (here EOS is id 0 and every token without a newline is readable, b'\\x00' too): expected "
+        f"{want}, got {got}")
+
+
 @pytest.mark.task(2)
 @pytest.mark.parametrize("name", ["weather", "short-cjk"])
 def test_trie_walk_prunes_dead_prefixes(name: str) -> None:
@@ -455,6 +479,45 @@ def test_nothing_follows_eos() -> None:
         assert str(token) in str(error), f"the error must name the refused token {token}: {error}"
     assert (the_cursor.state, the_cursor.pending, the_cursor.finished) == before, (
         "after EOS the output is over: every later token is refused, and the cursor stays as it was")
+
+
+# Every byte as a token (one byte a token: the hardest case), EOS, and a last token that reads no bytes at all.
+ONE_BYTE = Vocabulary(tokens=[*(bytes([b]) for b in range(256)), None, b""], eos_token_id=256)
+# A character of every UTF-8 shape: ASCII (DEL the last), each 2-, 3- and 4-byte lead range, the end of Unicode.
+EVERY_SHAPE = "a\x7f é\u07ff\u0800\u0fff\u1000\uffff\U00010000🫨\U0010ffff."
+
+
+@pytest.mark.task(3)
+def test_pending_is_what_a_utf8_decoder_still_holds() -> None:
+    """One byte a token through a character of every shape: after each, pending holds exactly the bytes of the
+    unfinished character, as Python's incremental UTF-8 decoder holds them."""
+    any_byte = ByteAutomaton(start=0, accepting=[True], table=[[0] * 256])
+    the_cursor, decoder, fed = lab.GrammarCursor(any_byte, ONE_BYTE), codecs.getincrementaldecoder("utf-8")(), b""
+    for byte in EVERY_SHAPE.encode():
+        the_cursor.advance(byte)
+        fed += bytes([byte])
+        decoder.decode(bytes([byte]))
+        held = decoder.getstate()[0]
+        assert the_cursor.pending == held, (
+            f"pending holds the bytes of the unfinished character at the end of the output: after {fed!r} that is "
+            f"{held!r} (what the standard library's incremental UTF-8 decoder holds), you have {the_cursor.pending!r}")
+    the_cursor.advance(len(ONE_BYTE) - 1)  # a token of no bytes
+    assert (the_cursor.state, the_cursor.pending) == (0, b""), (
+        f"a token with no bytes moves nothing: state 0 and pending b'' stay; you have state {the_cursor.state}, "
+        f"pending {the_cursor.pending!r}")
+
+
+@pytest.mark.task(3)
+def test_a_negative_id_is_refused_even_where_the_last_token_could_be_read() -> None:
+    any_byte = ByteAutomaton(start=0, accepting=[True], table=[[0] * 256])
+    the_cursor = lab.GrammarCursor(any_byte, ONE_BYTE)
+    the_cursor.advance(ord("a"))
+    before = (the_cursor.state, the_cursor.pending, the_cursor.finished)
+    must_raise(lambda: the_cursor.advance(-1), TokenRejected,
+               "advance(-1): -1 is no token id (Python would read it as the vocabulary's last token, which every "
+               "state here can read)")
+    after = (the_cursor.state, the_cursor.pending, the_cursor.finished)
+    assert after == before, f"a refused token changes nothing: (state, pending, finished) was {before}, now {after}"
 
 
 @pytest.mark.task(3)
@@ -644,15 +707,42 @@ def test_a_forced_call_ends_the_thought_where_it_begins() -> None:
     jsonschema.validate(arguments, CALL_PARAMETERS)
 
 
+@pytest.mark.task(5)
+def test_a_sampler_starts_constrained_unless_told_the_reply_opens_a_thought() -> None:
+    sampler = lab.StructuredSampler(no_newline_automaton(), LOW_EOS, lambda s: [3, 5])
+    scores = [0.0, 9.0, 0.0, 2.0, 0.0, 1.0, 0.0, 0.0]  # token 1 scores best, but the mask allows 3 and 5 only
+    chosen = sampler.choose(scores)
+    assert (chosen, sampler.phase) == (3, "constrained"), (
+        f"thinking=False is the default: a reply that does not open with a thought is masked from its first token, "
+        f"so of the allowed 3 and 5 the better, 3; you chose {chosen}, phase {sampler.phase!r}")
+
+
+@pytest.mark.task(5)
+def test_nothing_is_chosen_after_eos_or_where_no_token_is_allowed() -> None:
+    sampler = lab.StructuredSampler(no_newline_automaton(), LOW_EOS, lambda s: [0, 5])
+    scores = [0.0] * len(LOW_EOS)
+    scores[0] = 1.0  # EOS scores best
+    assert sampler.choose(scores) == 0 and sampler.phase == "done", "EOS is allowed and best: it is chosen, phase done"
+    must_raise(lambda: sampler.choose(scores), RuntimeError, "choose() after EOS (the output is over)")
+    stuck = lab.StructuredSampler(no_newline_automaton(), LOW_EOS, lambda s: [])
+    error = must_raise(lambda: stuck.choose(scores), RuntimeError,
+                       "choose() in a state whose mask is empty (the grammar cannot go on)")
+    assert "0" in str(error), f"the error must name the state (0) where no token is allowed: {error}"
+
+
 # A vocabulary made for the thinking-phase rule: tokens that end a thought with a rest after the tag (and every
 # single byte after them, so any text can be spelled).
-ENDINGS = [None, b"</think", b">junk", b">{", b"hm", b"<tool_call>x", b"<tool_call>{", b"<tool",
-           *(bytes([b]) for b in range(256))]
+ENDINGS = [None, b"</think", b">junk", b">{", b"hm", b"<tool_call>x", b"<tool_call>{", b"<tool", b">xab", b">ab",
+           b"</think> <tool_call>{", b"</think><tool_call>{", *(bytes([b]) for b in range(256))]
 ENDING_CASES = {
-    # (the thought so far, the next scores, the rest the best token hands the grammar, the right choice)
-    "after </think>": (b"</think", {b">junk": 9.0, b">{": 8.0, b">": 7.0}, b"junk", b">{"),
+    # (the thought so far (None: the reply starts here), the next scores, the rest the best token hands the grammar,
+    # the right choice, the grammar, implicit_end)
+    "after </think>": (b"</think", {b">junk": 9.0, b">{": 8.0, b">": 7.0}, b"junk", b">{", r"\{\}", None),
     "at <tool_call>": (b"hm", {b"<tool_call>x": 9.0, b"<tool_call>{": 8.5, b"<tool": 8.0}, b"<tool_call>x",
-                       b"<tool_call>{"),
+                       b"<tool_call>{", r"<tool_call>\{\}", b"<tool_call>"),
+    # the first tag ends the thought: after </think> even a later <tool_call> is the grammar's to read
+    "first-tag-wins": (None, {b"</think> <tool_call>{": 9.0, b"</think><tool_call>{": 8.0}, b" <tool_call>{",
+                       b"</think><tool_call>{", r"<tool_call>\{\}", b"<tool_call>"),
 }
 
 
@@ -660,19 +750,18 @@ ENDING_CASES = {
 @pytest.mark.parametrize("case", ENDING_CASES)
 def test_a_thought_never_ends_with_a_rest_the_grammar_refuses(case: str) -> None:
     """The token that ends a thought hands its rest to the grammar: if the grammar cannot read it, the next best."""
-    before, scored, rest, want = ENDING_CASES[case]
-    implicit_end = b"<tool_call>" if case == "at <tool_call>" else None
+    before, scored, rest, want, regex, implicit_end = ENDING_CASES[case]
     vocab = Vocabulary(tokens=list(ENDINGS), eos_token_id=0)
-    regex = r"\{\}" if implicit_end is None else r"<tool_call>\{\}"
     grammar, masks = library_grammar(regex), OutlinesOracle(regex, vocab)
     sampler = lab.StructuredSampler(grammar.automaton, vocab, lambda s: masks.mask_at(grammar, s), thinking=True,
                                     implicit_end=implicit_end)
-    scores = [0.0] * len(vocab)
-    scores[ENDINGS.index(before)] = 1.0
-    first = sampler.choose(scores)
-    assert (first, sampler.phase) == (ENDINGS.index(before), "thinking"), (
-        f"while thinking, the best token is the model's own ({before!r}), and the thought goes on; you chose "
-        f"{vocab.tokens[first]!r}, phase {sampler.phase!r}")
+    if before is not None:
+        scores = [0.0] * len(vocab)
+        scores[ENDINGS.index(before)] = 1.0
+        first = sampler.choose(scores)
+        assert (first, sampler.phase) == (ENDINGS.index(before), "thinking"), (
+            f"while thinking, the best token is the model's own ({before!r}), and the thought goes on; you chose "
+            f"{vocab.tokens[first]!r}, phase {sampler.phase!r}")
     scores = [0.0] * len(vocab)
     for token, score in scored.items():
         scores[ENDINGS.index(token)] = score
@@ -682,6 +771,28 @@ def test_a_thought_never_ends_with_a_rest_the_grammar_refuses(case: str) -> None
         f"thinking, after {before!r}: {best!r} scores best, but it ends the thought and hands the grammar "
         f"({regex}) the rest {rest!r}, which it cannot read. Take the next best whose rest it can read ({want!r}), "
         f"and move to 'constrained'; you chose {vocab.tokens[chosen]!r}, phase {sampler.phase!r}")
+
+
+@pytest.mark.task(5)
+def test_a_refused_byte_ends_the_walk_of_a_thoughts_rest() -> None:
+    """The rest "xab" dies at "x": what follows cannot revive it, though the grammar reads "ab" from its other state
+    (DEAD is -1, and a walk that goes on steps from table[-1], the last state's row)."""
+    start, after_a = 0, 1  # (ab)*, by hand: start reads "a", the next state "b"
+    table = [[DEAD] * 256, [DEAD] * 256]
+    table[start][ord("a")], table[after_a][ord("b")] = after_a, start
+    vocab = Vocabulary(tokens=list(ENDINGS), eos_token_id=0)
+    sampler = lab.StructuredSampler(ByteAutomaton(start=start, accepting=[True, False], table=table), vocab,
+                                    lambda s: [], thinking=True)
+    scores = [0.0] * len(vocab)
+    scores[ENDINGS.index(b"</think")] = 1.0
+    sampler.choose(scores)
+    scores = [0.0] * len(vocab)
+    scores[ENDINGS.index(b">xab")], scores[ENDINGS.index(b">ab")] = 9.0, 8.0
+    chosen = sampler.choose(scores)
+    assert (vocab.tokens[chosen], sampler.phase, sampler.state) == (b">ab", "constrained", start), (
+        f"thinking, after b'</think': b'>xab' scores best but hands the grammar (ab)* the rest b'xab', refused at its "
+        f"first byte, and a refused byte is final; b'>ab' is next best and its rest leads back to the start state. "
+        f"You chose {vocab.tokens[chosen]!r}, phase {sampler.phase!r}, state {sampler.state}")
 
 
 # ================================================================ control
