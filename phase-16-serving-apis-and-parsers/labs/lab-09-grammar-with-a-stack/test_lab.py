@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from mini_vllm import load_tokenizer
 from mini_vllm.labs import load_lab
-from mini_vllm.labtypes.lab09 import Grammar
-from mini_vllm.stack_grammar import JSON_OBJECT, grammar_size, schema_to_grammar
+from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
+from mini_vllm.stack_grammar import JSON_OBJECT, grammar_size, lexeme_automaton, schema_to_grammar
 from mini_vllm.testing.masks import mask_difference, mask_text
 from mini_vllm.testing.stack import (
     GuidanceGrammarOracle,
@@ -173,6 +173,48 @@ def test_rollback_returns_to_the_checkpoint(name: str) -> None:
             assert problem is None, format_trace(
                 table, f"schema {schema!r}, seed {seed}: after rollback(mark) the parser is as it was at "
                 f"checkpoint(); {problem}", columns=("yours", "llguidance's"), inputs=("call", "lexemes"))
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize("name", ["tree", "json_object"])
+def test_rollback_to_the_first_checkpoint_starts_over(name: str) -> None:
+    """A checkpoint taken before any lexeme is a checkpoint like any other: rolling back to it is a new parser."""
+    grammar = grammar_of(name)
+    parser, pushed = lab.EarleyParser(grammar), []
+    mark = parser.checkpoint()
+    for _ in range(4):
+        allowed, _ = lexemes_after(grammar, pushed) or (frozenset(), False)
+        if not allowed:
+            break
+        lexeme = min(allowed)
+        assert parser.push(frozenset({lexeme})), f"push({names(grammar, [lexeme])}) must be taken: it is allowed"
+        pushed.append(lexeme)
+    assert len(pushed) >= 2, "test bug: the walk must push a few lexemes before it rolls back"
+    parser.rollback(mark)
+    allowed, whole = lexemes_after(grammar, []) or (frozenset(), False)
+    got, want = (names(grammar, parser.allowed()), parser.accepts()), (names(grammar, allowed), whole)
+    assert got == want, (
+        f"{name}: after rollback to the checkpoint taken before the first lexeme, the parser is as new: allowed() "
+        f"{want[0]}, accepts() {want[1]} (llguidance); you have {got[0]}, {got[1]}")
+
+
+def start_after_a_rule() -> Grammar:
+    """start -> pair B; pair -> A. After A the rule pair is complete from the first lexeme, and start is not."""
+    lexemes = tuple(Lexeme(name, regex, lexeme_automaton(regex)) for name, regex in (("A", "a"), ("B", "b")))
+    return Grammar(start="start", rules=(Rule("start", ("pair", "B")), Rule("pair", ("A",))), lexemes=lexemes)
+
+
+@pytest.mark.task(1)
+def test_only_the_start_rule_makes_a_sentence() -> None:
+    grammar = start_after_a_rule()
+    parser = lab.EarleyParser(grammar)
+    for pushed in ([0], [0, 1]):
+        assert parser.push(frozenset({pushed[-1]})), f"push({names(grammar, pushed[-1:])}) must be taken"
+        _, whole = lexemes_after(grammar, pushed) or (frozenset(), False)
+        assert parser.accepts() == whole, (
+            f"start -> pair B, pair -> A: after {names(grammar, pushed)} accepts() is {whole} (llguidance): a "
+            f"sentence is the start rule complete from the first lexeme, not any rule (pair is complete after A); "
+            f"you say {parser.accepts()}")
 
 
 def push_text(parser: Any, grammar: Grammar, text: str) -> bool | None:
@@ -326,9 +368,28 @@ def test_refused_byte_changes_nothing() -> None:
     before = tuple(matcher.lexer_state)
     assert not matcher.feed(ord("}")), "temperature and unit are required: '}' cannot come yet"
     assert tuple(matcher.lexer_state) == before, "a refused byte changes nothing"
+    assert matcher.can_end() is False, "the object is not whole yet: can_end() answers False (a bool, not None)"
     for byte in b'"temperature": 3, "unit": "celsius"}':
         assert matcher.feed(byte), "after a refusal, the right bytes still go on"
     assert matcher.can_end(), "the object is whole: EOS may come"
+
+
+def a_then_maybe_bb() -> Grammar:
+    """start -> A | A B, with A = "a" and B = "bb": after "ab" the sentence "a" is whole, and B is half read."""
+    lexemes = tuple(Lexeme(name, regex, lexeme_automaton(regex)) for name, regex in (("A", "a"), ("B", "bb")))
+    return Grammar(start="start", rules=(Rule("start", ("A",)), Rule("start", ("A", "B"))), lexemes=lexemes)
+
+
+@pytest.mark.task(2)
+def test_eos_needs_the_current_lexeme_whole() -> None:
+    grammar = a_then_maybe_bb()
+    for text in (b"a", b"ab", b"abb"):
+        matcher = fed(grammar, text)
+        want = earley_accepts(grammar, text.decode())
+        assert matcher.can_end() is want, (
+            f"start -> A | A B (A = 'a', B = 'bb'): after {text!r} can_end() is {want} (lark's Earley parser on the "
+            f"whole text): EOS ends the lexeme being read, so it must be whole, and the parser must then hold a "
+            f"sentence; you say {matcher.can_end()!r}")
 
 
 @pytest.mark.task(2)
