@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench.bench_lab08 import best_us
 from mini_vllm import load_tokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab09 import Grammar
@@ -65,15 +66,6 @@ def seconds(make: Callable[[], object]) -> tuple[Any, float]:
     started = time.perf_counter()
     made = make()
     return made, time.perf_counter() - started
-
-
-def best_us(call: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - started)
-    return best * 1e6
 
 
 def one_grammar(name: str, schema: Any, text: str) -> dict[str, float]:
