@@ -718,6 +718,16 @@ def test_a_sampler_starts_constrained_unless_told_the_reply_opens_a_thought() ->
 
 
 @pytest.mark.task(5)
+def test_sampler_picks_the_best_allowed_token() -> None:
+    sampler = lab.StructuredSampler(no_newline_automaton(), LOW_EOS, lambda s: [3, 5, 7])
+    scores = [0.0, 9.0, 0.0, 2.0, 0.0, 2.0, 0.0, 1.0]  # 1 is best but not allowed; 3 and 5 tie for the best allowed
+    chosen = sampler.choose(scores)
+    assert chosen == 3, (
+        f"choose the best score the mask allows, and on a tie the lowest id: of the allowed 3, 5 and 7, tokens 3 and 5 "
+        f"both score 2.0, so 3; you chose {chosen}")
+
+
+@pytest.mark.task(5)
 def test_nothing_is_chosen_after_eos_or_where_no_token_is_allowed() -> None:
     sampler = lab.StructuredSampler(no_newline_automaton(), LOW_EOS, lambda s: [0, 5])
     scores = [0.0] * len(LOW_EOS)
