@@ -321,7 +321,7 @@ def test_a_batch_graded_by_an_ordinary_user_holds_a_fork_bomb(user_course: UserC
     assert rows["fork-bomb"]["status"] == "graded" and rows["fork-bomb"]["total"] == "0", rows["fork-bomb"]
     if isolation.probe().kind == isolation.BWRAP:
         assert honest["extra_data"]["official"] is True, honest["extra_data"]["isolation"]
-    left = subprocess.run(["pgrep", "-u", str(user_course.uid)], capture_output=True, text=True).stdout.split()
+    left = running_processes_of(user_course.uid)
     assert not left, f"the grading left processes of the grader's user running: {left}"
 
 
@@ -382,3 +382,10 @@ def test_where_bubblewrap_cannot_make_namespaces_an_ordinary_users_grade_is_not_
     assert batch_run.returncode != 0 and "refusing to grade" in batch_run.stdout + batch_run.stderr, (
         batch_run.stdout + batch_run.stderr)
 
+
+def running_processes_of(uid: int) -> list[str]:
+    """The user's processes that still run: a zombie (state Z) has ended, and waits only for init to reap it (a
+    sandbox's inner bubblewrap, reparented there when its monitor was killed with its group)."""
+    listing = subprocess.run(["ps", "-u", str(uid), "-o", "pid=,stat=,args="], capture_output=True, text=True).stdout
+    rows = [line.split(maxsplit=2) for line in listing.splitlines() if line.strip()]
+    return [" ".join(row) for row in rows if len(row) > 1 and not row[1].startswith("Z")]
