@@ -12,7 +12,7 @@ STATUS := build/.status
 # Graded runs: every assertion in a lab's tests carries its own message in the lesson's terms
 # (tests/test_failure_messages.py checks), so pytest's assertion introspection would only add
 # noise under it ("+ where False = <built-in method startswith ...>").
-GRADED_PYTEST := -q -rN -p no:warnings -p no:xdist -m "not control" --assert=plain
+GRADED_PYTEST := -q -rN -p no:warnings -p no:unraisableexception -p no:xdist -m "not control" --assert=plain
 # Let Python cache compiled bytecode, its default, even where the environment turns that off:
 # without the cache every run recompiles the course and pytest re-rewrites its assertions,
 # which more than doubles the time a small lab takes.

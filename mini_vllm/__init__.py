@@ -1,10 +1,18 @@
 """mini_vllm: a small teaching engine for the text pipeline at the front door of an LLM server."""
 
-from mini_vllm.bpe_tokenizer import BPETokenizer
-from mini_vllm.byte_tokenizer import ByteTokenizer
-from mini_vllm.families import TOKENIZER_FAMILIES, load_tokenizer
-from mini_vllm.spm_tokenizer import SentencePieceBPETokenizer
-from mini_vllm.tokenizer_base import Tokenizer
+import sys
+
+# jsonschema (which mistral-common imports) imports rfc3987-syntax when it is installed, and Jupyter installs it; that
+# builds ~40 Earley parsers at import, 1.2 s of every process that loads a Mistral tokenizer (each grading child, the
+# test run, the server), for jsonschema's "iri" format check, which only a FormatChecker runs and nothing here uses.
+# Marked missing, jsonschema skips registering that one check.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+from mini_vllm.bpe_tokenizer import BPETokenizer  # noqa: E402
+from mini_vllm.byte_tokenizer import ByteTokenizer  # noqa: E402
+from mini_vllm.families import TOKENIZER_FAMILIES, load_tokenizer  # noqa: E402
+from mini_vllm.spm_tokenizer import SentencePieceBPETokenizer  # noqa: E402
+from mini_vllm.tokenizer_base import Tokenizer  # noqa: E402
 
 __all__ = ["TOKENIZER_FAMILIES", "BPETokenizer", "ByteTokenizer", "SentencePieceBPETokenizer", "Tokenizer",
            "load_tokenizer"]

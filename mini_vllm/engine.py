@@ -8,8 +8,10 @@ text (and noticing stop strings and tool calls) is the output pipeline's job, la
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -71,9 +73,7 @@ class Engine:
     @functools.cached_property
     def max_token_bytes(self) -> int:
         """The most bytes one token stands for: a prompt of B bytes makes at least B / this many tokens."""
-        specials = set(self.tokenizer.all_special_ids)
-        return max(len(self.tokenizer.decode_single_token_bytes(i))
-                   for i in range(self.tokenizer.vocab_size) if i not in specials)
+        return max_token_bytes(self.tokenizer)
 
     @property
     def running(self) -> frozenset[str]:
@@ -216,3 +216,22 @@ async def chosen(choose: Callable[[Sequence[int]], Any], tokenizer: object) -> A
     while not ids or ids[-1] != eos:
         ids.append(await choose(ids) if awaited else await loop.run_in_executor(DECODE_THREAD, choose, ids))
         yield ids[-1]
+
+
+_max_bytes_of: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def max_token_bytes(tokenizer: Any) -> int:
+    """The most bytes one of ``tokenizer``'s tokens stands for, read once per tokenizer (Tekken has 131,072 tokens,
+    and every app made on it, in a test run dozens, would read them all again)."""
+    try:
+        known = _max_bytes_of.get(tokenizer)
+    except TypeError:  # a tokenizer that cannot be a weak key: read it every time
+        known = None
+    if known is not None:
+        return known
+    specials = set(tokenizer.all_special_ids)
+    most = max(len(tokenizer.decode_single_token_bytes(i)) for i in range(tokenizer.vocab_size) if i not in specials)
+    with contextlib.suppress(TypeError):
+        _max_bytes_of[tokenizer] = most
+    return most

@@ -141,7 +141,8 @@ def _remote_lab(lab: str) -> Any:
     remote = _loaded.get(key)
     if remote is None:
         remote = _loaded[key] = open_lab(number, path, _chosen_file, all_lab_numbers(), _reference_file,
-                                         _reference_module, COMPOSED_STAGES.get(number, ()))
+                                         _reference_module, COMPOSED_STAGES.get(number, ()),
+                                         TOKENIZERS_HANDED.get(number, ()))
     return remote
 
 
@@ -186,6 +187,11 @@ def lab_of_path(path: str | os.PathLike[str]) -> str | None:
 # Labs whose tests run other labs' code through this loader: lab-02's pipeline composes these stages.
 # (lab-07 formats recorded reference streams, so it composes nothing at run time.)
 COMPOSED_STAGES = {"02": ("01", "03", "04", "05", "06")}
+
+# The real tokenizers a lab's tests hand its code. A grading child rebuilds each from the vendor's files (both take
+# 1.5 s of CPU), so such a lab's child is started as the tests are collected and loads them then, beside the test
+# run rather than inside a test. A family missing here is loaded when it first crosses, only later.
+TOKENIZERS_HANDED = {"02": ("mistral", "tekken"), "04": ("mistral", "tekken")}
 
 
 def graded_footer(labs: list[str]) -> str:

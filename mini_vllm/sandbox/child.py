@@ -41,6 +41,8 @@ def main(argv: list[str]) -> int:
 
     from mini_vllm.sandbox.peer import CHILD, REQUEST, ChannelClosed
 
+    for family in walls.get("warm", []):  # the trusted side's tokenizers, loaded before any request (and any
+        rebuild_family(family)  # student code): the memory baseline read at "ready" includes them
     child = Child(Path(walls["workdir"]))
     peer = StudentPeer(CHILD, read_fd, write_fd, ChildLender(child), rebuild_family)  # type: ignore[arg-type]
     child.peer = peer

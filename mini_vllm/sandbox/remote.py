@@ -335,8 +335,9 @@ class Worker:
     """One child process grading one lab, and what it takes to start it again."""
 
     def __init__(self, number: str, sources: dict[str, list[str]], references: dict[str, list[str]],
-                 served: set[str], trusted: bool, load_reference: Any = None) -> None:
+                 served: set[str], trusted: bool, load_reference: Any = None, warm: tuple[str, ...] = ()) -> None:
         self.number = number
+        self.warm = warm  # tokenizer families the child loads as it starts, before anything is asked of it
         self.load_reference = load_reference  # lab number -> the reference module, loaded here (mini_vllm.labs)
         self.sources = sources  # lab number -> [the path the student knows, the text]: what the child imports
         self.references = references  # the same for reference solutions, shipped to trusted (instructor) code only
@@ -344,6 +345,7 @@ class Worker:
         self.trusted = trusted
         self.process: subprocess.Popen[bytes] | None = None
         self.peer: ParentPeer | None = None
+        self.set_up = False  # the child answered ready and imported the submission
         self.control_fd = -1
         self.import_error: str | None = None
         self.deaths: dict[str, int] = {}  # per name: how often a call of it ended its process
@@ -366,14 +368,23 @@ class Worker:
 
     # ------------------------------------------------------------------ life
 
+    def start(self) -> None:
+        """Spawn the child now, without waiting for it: it loads its ``warm`` families while this side works on."""
+        with self._start_lock:
+            if self.process is None and self.import_error is None:
+                self._spawn()
+
     def ensure(self) -> ParentPeer:
         with self._start_lock:
             if self.import_error is not None:
                 raise LabDoesNotImport(self.import_error)
-            if self.peer is not None and not self.peer.closed and self.process and self.process.poll() is None:
+            alive = self.peer is not None and not self.peer.closed and self.process and self.process.poll() is None
+            if alive and self.set_up:
+                assert self.peer is not None
                 return self.peer
-            self.stop()
-            self._spawn()
+            if not alive:  # never started, or ended: a fresh one (a child started early is still fresh)
+                self.stop()
+                self._spawn()
             assert self.peer is not None
             try:
                 self.peer.request("call_path", ["__ready__"], [], {})
@@ -384,6 +395,7 @@ class Worker:
                                    env], {})
                 if self.meter is not None:
                     self.meter.used_s(rescan=True)  # every process of the child known before the calls begin
+                self.set_up = True
             except SandboxFailure as failure:
                 self.import_error = f"lab-{self.number} does not import: {failure}"
                 self.stop()
@@ -414,6 +426,7 @@ class Worker:
             "processes": isolation.counts_own_processes(walls),
             "tag": os.environ.get("LAB_SANDBOX_TAG", ""),  # on the command line: lets a test find its children
             "workdir": workdir,
+            "warm": list(self.warm),
         }
         python = [sys.executable, "-X", "frozen_modules=off", "-m", "mini_vllm.sandbox.child",
                   str(child_read), str(child_write), str(control_read), json.dumps(config)]
@@ -457,6 +470,7 @@ class Worker:
     def stop(self) -> None:
         process, peer = self.process, self.peer
         self.process = self.peer = None
+        self.set_up = False
         if peer is not None:
             peer.closed = True
             for fd in (peer._read_fd, peer._write_fd):
@@ -695,8 +709,9 @@ _workers: list[Worker] = []
 
 
 def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], reference_of: Any,
-             load_reference: Any, stages: tuple[str, ...] = ()) -> RemoteLab:
-    """The sandboxed lab ``number`` whose file is ``chosen``; ``stages``: the labs it composes by the spec.
+             load_reference: Any, stages: tuple[str, ...] = (), warm: tuple[str, ...] = ()) -> RemoteLab:
+    """The sandboxed lab ``number`` whose file is ``chosen``; ``stages``: the labs it composes by the spec;
+    ``warm``: tokenizer families its tests hand over, which its child loads as it starts (started now).
 
     The child imports ``chosen``. A stage it composes is a proxy to the reference held here when
     ``LAB_COMPOSE=reference`` asks for it (the autograder: a lab's points depend on its own file
@@ -724,8 +739,10 @@ def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], re
             served.add(other)
         elif own:
             sources[other] = _source(path)
-    worker = Worker(number, sources, references, served, trusted, load_reference)
+    worker = Worker(number, sources, references, served, trusted, load_reference, warm)
     _workers.append(worker)
+    if warm:
+        worker.start()
     return RemoteLab(number, worker)
 
 

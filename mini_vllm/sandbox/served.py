@@ -91,6 +91,8 @@ def _ids(value: Any, limit: int) -> list[int]:
         raise ValueError(f"token ids must be a list of ints, got {type(value).__name__}") from None
     if len(drawn) > limit:
         raise ValueError(f"at most {limit:,} token ids in one call")
+    if set(map(type, drawn)) <= {int} and (not drawn or (min(drawn) >= -MAX_STATE and max(drawn) < MAX_STATE)):
+        return drawn  # the usual case, checked in C; anything else gets the item-by-item check and its message
     for item in drawn:
         _int(item)
     return [int(item) for item in drawn]

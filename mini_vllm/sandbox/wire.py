@@ -38,6 +38,16 @@ VALUE_MODULES = ("mini_vllm.labtypes.", "mini_vllm.sampling")
 ERROR_MODULES = ("builtins", "mini_vllm.labtypes.", "json.decoder")
 PLAIN = (str, int, float, bool, type(None), bytes)
 MAX_INT = 2**63
+_NOT_INT = frozenset({str, float, type(None), bytes})
+_INTS = frozenset({int, bool})
+
+
+def _flat_and_plain(items: list[Any]) -> bool:
+    """A list msgpack carries as it is: plain values only, and every int within 64 bits."""
+    kinds = set(map(type, items))
+    if kinds <= _NOT_INT:
+        return True
+    return kinds <= _INTS and min(items) >= -MAX_INT and max(items) < MAX_INT
 
 
 class WireError(Exception):
@@ -126,6 +136,8 @@ class Codec:
                 return self._ext_of(BIGINT, str(obj))
             return obj
         if kind is list:
+            if _flat_and_plain(obj):
+                return obj  # token ids, text pieces: checked in one pass in C, not one call per item
             return [self._prepare(item) for item in obj]
         if kind is dict:
             return {self._prepare(k): self._prepare(v) for k, v in obj.items()}

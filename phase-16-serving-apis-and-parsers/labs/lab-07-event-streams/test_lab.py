@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from anthropic.lib.streaming._messages import accumulate_event
 from hypothesis import given
 from hypothesis import strategies as st
 from openai.lib.streaming.responses._responses import ResponseStreamState
@@ -692,6 +691,14 @@ def around_blocks(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "message_start", "message": message}, *events,
             {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
              "usage": {"output_tokens": 1}}, {"type": "message_stop"}]
+
+
+def accumulate_event(**arguments: Any) -> Any:
+    """anthropic-sdk-python's MessageStream accumulator, imported where it is first used: the SDK takes a second to
+    import, which a run that never gets this far (a lab just begun) should not pay."""
+    from anthropic.lib.streaming._messages import accumulate_event as sdk_accumulate_event
+
+    return sdk_accumulate_event(**arguments)
 
 
 @pytest.mark.task(4)
