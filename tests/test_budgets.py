@@ -161,6 +161,16 @@ def test_composition_serves_only_the_stages_the_spec_names(monkeypatch: pytest.M
         "grading the references: lab-03's child gets no other lab at all")
     own_02 = composed("02", "own", "starter", monkeypatch)
     assert own_02.served == set() and set(own_02.sources) >= {"01", "03", "04", "05", "06"}
+    reference_02 = composed("02", "own", "solution", monkeypatch)
+    assert reference_02.served == {"01", "03", "04", "05", "06"}, "the reference's stages are served to it"
+    monkeypatch.setattr(remote, "_source", lambda path: [str(path), f"# {path}"])
+    monkeypatch.setenv("LAB_SANDBOX_TRUSTED", "1")
+    variant_02 = remote.open_lab("02", Path("02/variant.py"), lambda n: Path(f"{n}/solution.py"),
+                                 ["01", "02", "03", "04", "05", "06"], lambda n: Path(f"{n}/solution.py"), None,
+                                 stages=COMPOSED_STAGES["02"])._worker
+    remote._workers.remove(variant_02)
+    assert variant_02.served == set(), "an instructor's variant (trusted): its reference stages run in its child"
+    assert variant_02.sources["01"] == ["01/solution.py", "# 01/solution.py"], "shipped as the reference's text"
 
 
 def pipe_peers() -> tuple[Peer, int]:

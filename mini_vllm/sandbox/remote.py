@@ -720,7 +720,8 @@ def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], re
     nothing: no reference is served that the spec does not compose (lab-03 asking for lab-04's
     would get an answer it did not write).
     ``LAB_SANDBOX_TRUSTED=1`` (the instructor's wrong variants and canaries) ships the reference
-    solutions too, since those files are the reference with a change.
+    solutions too, since those files are the reference with a change; the stages such a lab composes
+    then run in its child as well (a served stage costs two crossings per call).
     """
     trusted = os.environ.get("LAB_SANDBOX_TRUSTED") == "1"
     compose = os.environ.get("LAB_COMPOSE", "own")
@@ -736,7 +737,10 @@ def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], re
         path = impl_of(other)
         own = path is not None and path != reference
         if other in stages and reference is not None and (compose == "reference" or not own):
-            served.add(other)
+            if trusted:  # no student code runs beside it: the reference stage runs in the child, with no crossing
+                sources[other] = references[other]
+            else:
+                served.add(other)
         elif own:
             sources[other] = _source(path)
     worker = Worker(number, sources, references, served, trusted, load_reference, warm)
