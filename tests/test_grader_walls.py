@@ -33,6 +33,9 @@ from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
 from mini_vllm.sandbox import isolation
 
 pytestmark = [pytest.mark.contract, pytest.mark.timeout(1200)]
+# The tests that grade as the ordinary user share one worker (pytest-xdist), one after the other: that user's
+# processes are one pool, and the fork-bomb test checks that none is left running when its batch ends.
+AS_THE_ORDINARY_USER = pytest.mark.xdist_group("ordinary-user")
 
 LAB_03 = next(LABS_DIR.glob("lab-03-*"))
 IN_RELEASE = LAB_03.relative_to(REPO_ROOT)
@@ -203,6 +206,7 @@ def test_the_walls_hold_when_root_grades(graded_as_root: tuple[dict[str, LabRun]
 
 
 @pytest.mark.slow
+@AS_THE_ORDINARY_USER
 def test_the_walls_hold_when_an_ordinary_user_grades(graded_as_user: tuple[dict[str, LabRun], bool]) -> None:
     """The old walls fell here: the child owned its user namespace, unmounted the covers, read solution.py."""
     runs, untouched = graded_as_user
@@ -297,6 +301,7 @@ def test_a_lab_reached_through_a_link_out_of_the_upload_is_refused(tmp_path: Pat
 
 
 @pytest.mark.slow
+@AS_THE_ORDINARY_USER
 def test_a_batch_graded_by_an_ordinary_user_holds_a_fork_bomb(user_course: UserCourse) -> None:
     """`make grade-batch` run by an instructor as themself: a student who forks without bound, graded beside an
     honest one, earns nothing, costs the honest one nothing, and leaves no process of the user behind."""
@@ -354,6 +359,7 @@ def test_where_bubblewrap_cannot_make_namespaces_a_root_grade_is_not_official_un
         assert extra["official"] is False and "bubblewrap cannot make namespaces here" in said, said
 
 
+@AS_THE_ORDINARY_USER
 def test_where_bubblewrap_cannot_make_namespaces_an_ordinary_users_grade_is_not_official_and_batches_refuse(
         user_course: UserCourse) -> None:
     """An ordinary user cannot give the child another user id: `make grade` runs, marked not official, and
