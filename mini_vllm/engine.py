@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import inspect
 import weakref
 from collections import deque
@@ -70,10 +69,10 @@ class Engine:
         self._running: set[str] = set()
         self._waiting: deque[tuple[str, int, asyncio.Future[None]]] = deque()  # FIFO: (id, tokens, admitted)
 
-    @functools.cached_property
+    @property
     def max_token_bytes(self) -> int:
         """The most bytes one token stands for: a prompt of B bytes makes at least B / this many tokens."""
-        return max_token_bytes(self.tokenizer)
+        return max_token_bytes(self.tokenizer)  # read once per tokenizer, kept there
 
     @property
     def running(self) -> frozenset[str]:
