@@ -12,7 +12,16 @@ STATUS := build/.status
 # Graded runs: every assertion in a lab's tests carries its own message in the lesson's terms
 # (tests/test_failure_messages.py checks), so pytest's assertion introspection would only add
 # noise under it ("+ where False = <built-in method startswith ...>").
-GRADED_PYTEST := -q -rN -p no:warnings -p no:unraisableexception -p no:xdist -m "not control" --assert=plain
+# No lab's test uses schemathesis's pytest plugin (tests/test_server_schemathesis.py does), and loading it costs
+# each graded process 0.7 s.
+GRADED_OPTIONS := -q -rN -p no:warnings -p no:unraisableexception -p no:schemathesis -m "not control" --assert=plain
+GRADED_PYTEST := $(GRADED_OPTIONS) -p no:xdist
+# `make grade` grades two labs at once where there are two cores (pytest-xdist, each lab's tests in one
+# worker, in order): the grader and a lab's sandboxed child take turns, so one lab at a time leaves a core
+# idle. Budgets are CPU time, so the grade is the same either way; `make grade GRADE_WORKERS=1` grades one
+# lab at a time.
+GRADE_WORKERS ?= $(if $(filter 1,$(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)),1,2)
+GRADE_PARALLEL := $(if $(filter 1,$(GRADE_WORKERS)),-p no:xdist,-n $(GRADE_WORKERS) --dist loadfile)
 # Let Python cache compiled bytecode, its default, even where the environment turns that off:
 # without the cache every run recompiles the course and pytest re-rewrites its assertions,
 # which more than doubles the time a small lab takes.
@@ -92,7 +101,7 @@ grade: run-grade
 
 run-grade: install
 	@mkdir -p build
-	@LAB_SANDBOX=1 LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $(LABS) $(GRADED_PYTEST) --no-header --tb=no --grade results.json; echo $$? > $(STATUS)-grade
+	@LAB_SANDBOX=1 LAB_IMPL=$(GRADE_IMPL) $(PY) -m pytest $(LABS) $(GRADED_OPTIONS) $(GRADE_PARALLEL) --no-header --tb=no --grade results.json; echo $$? > $(STATUS)-grade
 
 ## One lab's tests, with the failures spelled out: `make lab-03` (your starter), `LAB_IMPL=solution make lab-03`.
 ## One task only: `make lab-07 TASK=1`. Extra pytest options go in ARGS, e.g. `make lab-05 ARGS="-k flush"`.

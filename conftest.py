@@ -88,7 +88,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # pytest-xdist's workers share their controller's .venv
         _check_installed_packages(config, graded=bool(results))
     if results:
-        config.pluginmanager.register(Grader(Path(results).resolve()), "course-grader")
+        grader = Grader(Path(results).resolve(), worker=hasattr(config, "workerinput"))
+        config.pluginmanager.register(grader, "course-grader")
     if os.environ.get("LAB_SANDBOX", "0") != "0":  # a test whose call ran out runs once more in a fresh child
         config.pluginmanager.register(RetryOnTimeout(), "course-retry-on-timeout")
     if not hasattr(config, "workerinput"):  # under pytest-xdist, only the controlling process prints

@@ -711,7 +711,8 @@ _workers: list[Worker] = []
 def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], reference_of: Any,
              load_reference: Any, stages: tuple[str, ...] = (), warm: tuple[str, ...] = ()) -> RemoteLab:
     """The sandboxed lab ``number`` whose file is ``chosen``; ``stages``: the labs it composes by the spec;
-    ``warm``: tokenizer families its tests hand over, which its child loads as it starts (started now).
+    ``warm``: tokenizer families its tests hand over, which its child loads as it starts (started now, except in a
+    pytest-xdist worker).
 
     The child imports ``chosen``. A stage it composes is a proxy to the reference held here when
     ``LAB_COMPOSE=reference`` asks for it (the autograder: a lab's points depend on its own file
@@ -745,7 +746,9 @@ def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], re
             sources[other] = _source(path)
     worker = Worker(number, sources, references, served, trusted, load_reference, warm)
     _workers.append(worker)
-    if warm:
+    # Under pytest-xdist every worker collects every lab but runs only some: there the child starts when the lab is
+    # first called (it still loads its families before it answers "ready", so no call's budget pays for them).
+    if warm and not os.environ.get("PYTEST_XDIST_WORKER"):
         worker.start()
     return RemoteLab(number, worker)
 

@@ -54,7 +54,8 @@ class ResultTest(Protocol):
 
 
 def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str = "",
-                     execution_time: float = 0.0, full_scorecard: str | None = None) -> dict[str, Any]:
+                     execution_time: float = 0.0, full_scorecard: str | None = None,
+                     call_costs: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole results file for ``tests`` (each scored: its weight when passed, else 0).
 
     ``scorecard`` is the top-level output, which Gradescope shows the student; when a visibility rule
@@ -103,7 +104,7 @@ def results_document(tests: Sequence[ResultTest], scorecard: str, partial: str =
         "test_name_format": "text",
         "visibility": policy.visibility,
         "stdout_visibility": stdout_visibility,
-        "extra_data": _extra_data(tests, total, partial),
+        "extra_data": _extra_data(tests, total, partial, call_costs),
         "tests": entries,
     }
 
@@ -117,8 +118,10 @@ def printable(text: str, limit: int = MAX_TEST_OUTPUT) -> str:
 
 
 def write_results(path: Path, tests: Sequence[ResultTest], scorecard: str, partial: str = "",
-                  execution_time: float = 0.0, full_scorecard: str | None = None) -> dict[str, Any]:
-    document = results_document(tests, scorecard, partial, execution_time, full_scorecard)
+                  execution_time: float = 0.0, full_scorecard: str | None = None,
+                  call_costs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``call_costs``: what the gradings' calls cost (:func:`call_costs_here`, or merged from pytest-xdist's workers)."""
+    document = results_document(tests, scorecard, partial, execution_time, full_scorecard, call_costs)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written whole to a temporary name, then renamed: a reader never sees half a file.
     temporary = path.with_name(path.name + ".tmp")
@@ -127,7 +130,8 @@ def write_results(path: Path, tests: Sequence[ResultTest], scorecard: str, parti
     return document
 
 
-def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> dict[str, Any]:
+def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str,
+                call_costs: dict[str, Any] | None) -> dict[str, Any]:
     policy = load_policy()
     labs = sorted({t.lab for t in tests})
     composed = sorted({c for t in tests for c in t.composes} - {f"lab-{lab_number(lab)}" for lab in labs})
@@ -145,7 +149,7 @@ def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> d
         "official": walled[1],
         "python": platform.python_version(),
         "labs": _lab_points(tests),
-        "call_costs": _call_costs(),
+        "call_costs": call_costs,
         "files": {
             "graded": {f"lab-{lab_number(lab)}": _graded_file(lab) for lab in [*labs, *composed]},
             "tests": {f"lab-{lab_number(lab)}": file_record(lab_dir(lab) / "test_lab.py") for lab in labs},
@@ -155,10 +159,37 @@ def _extra_data(tests: Sequence[ResultTest], total: Fraction, partial: str) -> d
     }
 
 
-def _call_costs() -> dict[str, Any] | None:
-    """Per sandboxed lab: its calls, the one that used the most CPU, and its budget (None: nothing was sandboxed)."""
+def call_costs_here() -> dict[str, Any] | None:
+    """Per sandboxed lab graded in this process: its calls, the one that used the most CPU, and its budget
+    (None: nothing was sandboxed)."""
     remote = sys.modules.get("mini_vllm.sandbox.remote")
     return remote.call_costs() or None if remote is not None else None
+
+
+# How two workers' figures for one lab combine (a lab's tests run in one worker, but another lab's tests may
+# load it too): calls add up, every other figure is a most or a setting.
+_ADDED = {"calls"}
+
+
+def merge_call_costs(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The call costs of several processes' gradings (pytest-xdist's workers) as one process's would read."""
+    merged: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for lab, cost in (part or {}).items():
+            if lab not in merged:
+                merged[lab] = dict(cost)
+                continue
+            mine = merged[lab]
+            theirs_slower = (cost.get("slowest_cpu_s") or 0) > (mine.get("slowest_cpu_s") or 0)
+            if theirs_slower or (mine.get("slowest_call") is None and cost.get("slowest_call") is not None):
+                mine["slowest_cpu_s"], mine["slowest_call"] = cost["slowest_cpu_s"], cost["slowest_call"]
+            for key, value in cost.items():
+                if key in _ADDED:
+                    mine[key] += value
+                elif key not in {"slowest_cpu_s", "slowest_call"} and isinstance(value, (int, float)) \
+                        and not isinstance(value, bool):
+                    mine[key] = max(mine[key], value)
+    return dict(sorted(merged.items())) or None
 
 
 def _lab_points(tests: Sequence[ResultTest]) -> dict[str, Any]:

@@ -11,52 +11,38 @@ tests), and the scorecard names it and says why; where the lab runs in the tests
 What a lab and a task are worth is the course's policy (``grading.toml``, read by
 :mod:`mini_vllm.testing.policy`): a task's weight is shared by its tests in proportion to their
 ``points``. The results file follows Gradescope's specification (:mod:`mini_vllm.testing.gradescope`).
+
+Under pytest-xdist (``make grade`` grades two labs at once, ``--dist loadfile``: each lab's tests in
+one worker, in order) every worker runs this plugin as it would alone, and the controlling process
+prints the scorecard and writes the results file from what the workers send it: each test's
+verdict on its reports, and what they collected in their ``workeroutput``
+(:mod:`mini_vllm.testing.graded`). A test whose worker died before its verdict is a failed test.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections import defaultdict
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mini_vllm.labs import RECOMMENDED_ORDER, describe_choice, lab_number, sandboxed
-from mini_vllm.testing.gradescope import printable, write_results
+from mini_vllm.testing.gradescope import call_costs_here, merge_call_costs, printable, write_results
+from mini_vllm.testing.graded import (
+    GradedTest, NotGraded, collected, failure_hint, from_collected, quoted_if_foreign, verdict,
+)
 from mini_vllm.testing.policy import PolicyError, load_policy, test_id
-from mini_vllm.testing.trace import FIRST_WRONG_STEP
 
-
-@dataclass
-class GradedTest:
-    lab: str  # the lab folder name
-    task: int
-    task_title: str
-    name: str
-    points: int
-    passed: bool | None = None  # None: selected but never ran to a verdict (-x stopped the run, a skip)
-    control: bool = False  # proves a bug is real; reported with max_score 0, never graded
-    composes: tuple[str, ...] = ()  # other labs this test runs (their code can fail first)
-    details: str = ""  # the whole exception message, for results.json ("" when passed)
-    weight: Fraction = Fraction(0)  # what it is worth under grading.toml (its task's weight, shared)
-
-    @property
-    def hint(self) -> list[str]:
-        return failure_hint(self.details, f"lab-{lab_number(self.lab)}", self.task)
-
-
-@dataclass
-class NotGraded:
-    """A test left out of this run's grade: it counts inside the lab's process, and the lab runs sandboxed."""
-
-    task: int
-    why: str
-    cases: int = 0
+__all__ = ["GradedTest", "Grader", "NotGraded", "failure_hint", "quoted_if_foreign", "student_view"]
+# The attribute a worker's test report carries its verdict in (pytest keeps a report's extra attributes
+# when it serializes the report for pytest-xdist).
+VERDICT = "course_verdict"
 
 
 @dataclass
@@ -77,11 +63,17 @@ class Grader:
     started: float = field(default_factory=time.monotonic)
     # Per lab, by test name: tests that count inside the lab's process, so are not graded where it runs sandboxed.
     not_graded: dict[str, dict[str, NotGraded]] = field(default_factory=lambda: defaultdict(dict))
+    worker: bool = False  # a pytest-xdist worker: it grades its tests and sends them on; it writes nothing
+    # The controlling side of pytest-xdist: the verdicts its workers' reports carried, by node id, and what
+    # each worker sent when it finished (its collection, the call costs of its gradings).
+    verdicts: dict[str, list[Any]] = field(default_factory=dict)
+    workers_finished: list[dict[str, Any]] = field(default_factory=list)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # A results file left by an earlier run must never be read as this run's: if this run
         # crashes, there is no result rather than an old one.
-        self.results_path.unlink(missing_ok=True)
+        if not self.worker:
+            self.results_path.unlink(missing_ok=True)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         for item in items:
@@ -134,7 +126,47 @@ class Grader:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         self._record(item, call, report)
+        graded = self.tests.get(item.nodeid)
+        if self.worker and graded is not None:
+            setattr(report, VERDICT, verdict(graded))
         return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """On pytest-xdist's controlling side: a worker's report, with the verdict so far of its test."""
+        if self.worker:
+            return
+        carried = getattr(report, VERDICT, None)
+        if carried is not None:
+            self.verdicts[report.nodeid] = carried
+        elif report.failed:  # a worker died in the test: pytest-xdist's own report, with no verdict on it
+            self.verdicts[report.nodeid] = [False, printable(report.longreprtext)]
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if self.worker and workeroutput is not None:
+            workeroutput["course-grader"] = {
+                "collected": collected(self.tests, self.not_graded, self.deselected, self.deselected_points),
+                "call_costs": call_costs_here(),
+            }
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist: a worker finished (or died; then it sent nothing)."""
+        sent = getattr(node, "workeroutput", {}).get("course-grader")
+        if sent is not None:
+            self.workers_finished.append(sent)
+
+    def _take_the_workers_tests(self) -> None:
+        """The controlling side: the tests as a worker collected them, each with the verdict its reports carried."""
+        if self.tests or not self.workers_finished:
+            return
+        first = from_collected(self.workers_finished[0]["collected"])  # every worker collects every test
+        self.tests, self.not_graded = first.tests, first.not_graded
+        self.deselected.update(first.deselected)
+        self.deselected_points.update(first.deselected_points)
+        for nodeid, test in self.tests.items():
+            test.passed, test.details = self.verdicts.get(nodeid, [None, ""])
+        self._weigh()
 
     def forget(self, nodeid: str) -> None:
         """The test runs again (its call ran out of budget): only the new attempt's verdict counts."""
@@ -164,6 +196,9 @@ class Grader:
         graded.details = printable(graded.details)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.worker:
+            return
+        self._take_the_workers_tests()
         graded = [t for t in self.tests.values() if not t.control]
         ran = [t for t in graded if t.passed is not None]
         summary = self.summary(graded, ran)
@@ -174,8 +209,10 @@ class Grader:
             if test.passed is None:
                 test.passed, test.details = False, "did not run, so not graded"
         student, full = self.student_scorecard(graded, summary)
+        costs = merge_call_costs([sent["call_costs"] for sent in self.workers_finished]) if self.workers_finished \
+            else call_costs_here()
         write_results(self.results_path, graded, scorecard=student, partial=summary,
-                      execution_time=time.monotonic() - self.started, full_scorecard=full)
+                      execution_time=time.monotonic() - self.started, full_scorecard=full, call_costs=costs)
         terminalreporter.write_line(f"results written to {self.results_path}")
 
     def scorecard(self, graded: list[GradedTest], summary: str) -> list[str]:
@@ -238,24 +275,6 @@ class Grader:
                 "Points count only what ran: this is not the grade.")
 
 
-def quoted_if_foreign(error: BaseException, text: str) -> str:
-    """An exception raised by graded code: its words quoted, so none of its lines reads as the grader's.
-
-    It came back from the sandbox (it carries ``sandbox_traceback``, the student's frames, which
-    stay as they are after the message). Its first line says whose it is: "your code raised
-    ValueError: ...", and any further line of the message is indented behind a bar.
-    """
-    if not hasattr(error, "sandbox_traceback"):
-        return text
-    trace = getattr(error, "sandbox_traceback", "") or ""
-    at = text.find(trace) if trace else -1
-    message, rest = (text[:at], text[at:]) if at > 0 else (text, "")
-    message = SANDBOX_PREFIX.sub("", message.strip()).removeprefix("mini_vllm.sandbox.wire.ForeignError: ")
-    first, *more = message.splitlines() or [""]
-    lines = [f"your code raised {first}", *(f"  | {line}" for line in more)]
-    return "\n".join(lines) + (f"\n{rest}" if rest else "")
-
-
 # When tests a visibility rule hides show up, in the student's words (Gradescope's visibility names).
 SHOWN_WHEN = {"after_due_date": "shown after the due date", "after_published": "shown when grades are published",
               "hidden": "never shown (your instructor sees them)"}
@@ -316,35 +335,6 @@ def _partial(tests: list[GradedTest], deselected: int = 0) -> str:
     if ran != len(graded):
         notes.append(f"{ran} ran")
     return f"  ({', '.join(notes)})" if notes else ""
-
-
-# How the grading sandbox's own failures (a timeout, a crash, a lab that does not import) print.
-SANDBOX_PREFIX = re.compile(r"^mini_vllm\.sandbox\.\w+\.(?:\w+): ")
-NOT_IMPLEMENTED = re.compile(r"NotImplementedError: (lab-\d\d) task (\d+)")
-
-
-def failure_hint(details: str, lab: str, task: int) -> list[str]:
-    """The most telling line(s) of a failure, for the scorecard: never a table's title.
-
-    - A stub of *another* task in the way: say the test is blocked on it, not failed here.
-    - Otherwise the first line of the assertion's message (the course writes the broken
-      rule there), and, when the message holds a stream table, the first wrong step.
-    """
-    if not details:
-        return ["failed (see the pytest output)"]
-    stub = NOT_IMPLEMENTED.search(details)
-    if stub and (stub.group(1), int(stub.group(2))) != (lab, task):
-        line = details[stub.start():].splitlines()[0].removeprefix("NotImplementedError: ")
-        return [f"blocked until {stub.group(1)} task {stub.group(2)} is done: {line}"]
-    lines = [line.strip() for line in details.splitlines() if line.strip()]
-    message = SANDBOX_PREFIX.sub("", lines[0].removeprefix("AssertionError: ").removeprefix("Failed: "))
-    first_wrong = next((line for line in lines if line.startswith(FIRST_WRONG_STEP)), None)
-    if first_wrong is None:
-        return [message]
-    # "first wrong step: 31 (feed 'x'): ..." reads "step 31 (feed 'x'): ..."; an event table's
-    # "first wrong step: event 70 (...)" already names what it points at: "event 70 (...)".
-    where = first_wrong.removeprefix(FIRST_WRONG_STEP).strip()
-    return [message, f"step {where}" if where[:1].isdigit() else where]
 
 
 def _points(tests: list[GradedTest]) -> tuple[Fraction, Fraction]:
