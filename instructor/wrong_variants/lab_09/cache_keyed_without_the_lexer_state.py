@@ -16,9 +16,9 @@ MAY_COST = [4]
 
 
 class LexerCache(_solution.LexerCache):
-    def _entry(self, lexer_state: Any) -> Any:
-        key = frozenset(x for x, _ in lexer_state)
+    def _entry(self, lexer_state: Any, root: int) -> Any:
+        key = (frozenset(x for x, _ in lexer_state), root)
         found = self._splits.get(key)
         if found is None:
-            found = self._splits[key] = self._compute(tuple(lexer_state))
+            found = self._splits[key] = self._compute(tuple(lexer_state), root)
         return found

@@ -313,9 +313,9 @@ class LexerCache:
         self._splits: dict[tuple[LexerState, int], tuple[Split, Boundary]] = {}
 
     def split(self, lexer_state: LexerState) -> Split:
-        return self.entry(lexer_state, 0)[0]
+        return self._entry(lexer_state, 0)[0]
 
-    def entry(self, lexer_state: LexerState, root: int) -> tuple[Split, Boundary]:
+    def _entry(self, lexer_state: LexerState, root: int) -> tuple[Split, Boundary]:
         """The split of the tokens under trie node ``root`` read from ``lexer_state``, and where under ``root`` a
         lexeme ends (the undecided tokens are the tokens past those edges)."""
         key = (lexer_state, root)
@@ -360,7 +360,7 @@ class SplitMasker:
         self.cache = LexerCache(grammar, vocab)
 
     def mask(self, matcher: Any) -> list[int]:
-        split, boundary = self.cache.entry(tuple(matcher.lexer_state), 0)
+        split, boundary = self.cache._entry(tuple(matcher.lexer_state), 0)
         checked: list[int] = []
         self._add_past(matcher, boundary, checked)
         if matcher.can_end():
@@ -379,7 +379,7 @@ class SplitMasker:
                         continue
                     checked.extend(ending[node])
                     if children[node]:  # the rest of these tokens: the new lexeme's split under this node
-                        split, below = self.cache.entry(tuple(matcher.lexer_state), node)
+                        split, below = self.cache._entry(tuple(matcher.lexer_state), node)
                         checked.extend(split.allowed)
                         self._add_past(matcher, below, checked)
                     matcher.rollback(before)
