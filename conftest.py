@@ -88,7 +88,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # pytest-xdist's workers share their controller's .venv
         _check_installed_packages(config, graded=bool(results))
     if results:
-        grader = Grader(Path(results).resolve(), worker=hasattr(config, "workerinput"))
+        if hasattr(config, "workerinput"):
+            role = "worker"
+        elif config.getoption("dist", "no") != "no" and config.getoption("tx", None):
+            role = "controller"  # pytest-xdist's (its own test for distributing): its workers run the tests
+        else:
+            role = "alone"
+        grader = Grader(Path(results).resolve(), role=role)
         config.pluginmanager.register(grader, "course-grader")
     if os.environ.get("LAB_SANDBOX", "0") != "0":  # a test whose call ran out runs once more in a fresh child
         config.pluginmanager.register(RetryOnTimeout(), "course-retry-on-timeout")

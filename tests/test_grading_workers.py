@@ -47,7 +47,7 @@ def _report(nodeid: str, outcome: str, verdict: list[Any] | None, longrepr: str 
 
 
 def test_the_controller_grades_from_the_workers_reports(tmp_path: Path) -> None:
-    grader = Grader(tmp_path / "results.json")
+    grader = Grader(tmp_path / "results.json", role="controller")
     a, b, c, d = (f"{LAB_03}/test_lab.py::{name}" for name in ("test_a", "test_b", "test_c", "test_d"))
     grader.pytest_runtest_logreport(_report(a, "passed", [None, ""]))  # setup
     grader.pytest_runtest_logreport(_report(a, "passed", [True, ""]))  # call
@@ -73,7 +73,7 @@ def test_the_controller_grades_from_the_workers_reports(tmp_path: Path) -> None:
 def test_a_worker_writes_nothing_and_sends_its_collection(tmp_path: Path) -> None:
     results = tmp_path / "results.json"
     results.write_text("{}", encoding="utf-8")
-    grader = Grader(results, worker=True)
+    grader = Grader(results, role="worker")
     grader.pytest_sessionstart(SimpleNamespace())
     assert results.exists(), "a worker must not delete the results file: the controlling process owns it"
     data = _collected()
@@ -83,15 +83,19 @@ def test_a_worker_writes_nothing_and_sends_its_collection(tmp_path: Path) -> Non
 
 def test_call_costs_of_two_workers_merge_as_one_process_would() -> None:
     one = {"lab-03": {"calls": 5, "slowest_call": None, "slowest_cpu_s": 0.0, "budget_cpu_s": 1.0,
-                      "largest_message_bytes": 10, "most_bytes_in_a_test": 100, "cpu_measured": True}}
+                      "largest_message_bytes": 10, "most_bytes_in_a_test": 100, "most_served_cpu_s_in_a_test": 0.5,
+                      "cpu_measured": True}}
     two = {"lab-03": {"calls": 7, "slowest_call": "feed", "slowest_cpu_s": 0.25, "budget_cpu_s": 1.0,
-                      "largest_message_bytes": 4, "most_bytes_in_a_test": 300, "cpu_measured": True},
+                      "largest_message_bytes": 4, "most_bytes_in_a_test": 300, "most_served_cpu_s_in_a_test": 0.25,
+                      "cpu_measured": True},
            "lab-04": {"calls": 1, "slowest_call": "push", "slowest_cpu_s": 0.5, "budget_cpu_s": 3.0,
-                      "largest_message_bytes": 1, "most_bytes_in_a_test": 1, "cpu_measured": True}}
+                      "largest_message_bytes": 1, "most_bytes_in_a_test": 1, "most_served_cpu_s_in_a_test": 0.0,
+                      "cpu_measured": True}}
     merged = merge_call_costs([one, None, two])
     assert merged is not None
     assert merged["lab-03"] == {"calls": 12, "slowest_call": "feed", "slowest_cpu_s": 0.25, "budget_cpu_s": 1.0,
-                                "largest_message_bytes": 10, "most_bytes_in_a_test": 300, "cpu_measured": True}
+                                "largest_message_bytes": 10, "most_bytes_in_a_test": 300,
+                                "most_served_cpu_s_in_a_test": 0.5, "cpu_measured": True}
     assert merged["lab-04"] == two["lab-04"] and merge_call_costs([None, None]) is None
 
 

@@ -166,29 +166,28 @@ def call_costs_here() -> dict[str, Any] | None:
     return remote.call_costs() or None if remote is not None else None
 
 
-# How two workers' figures for one lab combine (a lab's tests run in one worker, but another lab's tests may
-# load it too): calls add up, every other figure is a most or a setting.
-_ADDED = {"calls"}
+# The figures of remote.call_costs() that are a most over the gradings (the rest: calls, which add up; the
+# slowest call with its CPU time, taken together; whether CPU time was measured, the same everywhere).
+_LARGEST = ("budget_cpu_s", "largest_message_bytes", "most_bytes_in_a_test", "most_served_cpu_s_in_a_test")
 
 
 def merge_call_costs(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """The call costs of several processes' gradings (pytest-xdist's workers) as one process's would read."""
+    """The call costs of several processes' gradings (pytest-xdist's workers) as one process's would read.
+
+    A lab's tests run in one worker, but another lab's tests may call it from the other.
+    """
     merged: dict[str, dict[str, Any]] = {}
     for part in parts:
         for lab, cost in (part or {}).items():
-            if lab not in merged:
+            mine = merged.get(lab)
+            if mine is None:
                 merged[lab] = dict(cost)
                 continue
-            mine = merged[lab]
-            theirs_slower = (cost.get("slowest_cpu_s") or 0) > (mine.get("slowest_cpu_s") or 0)
-            if theirs_slower or (mine.get("slowest_call") is None and cost.get("slowest_call") is not None):
-                mine["slowest_cpu_s"], mine["slowest_call"] = cost["slowest_cpu_s"], cost["slowest_call"]
-            for key, value in cost.items():
-                if key in _ADDED:
-                    mine[key] += value
-                elif key not in {"slowest_cpu_s", "slowest_call"} and isinstance(value, (int, float)) \
-                        and not isinstance(value, bool):
-                    mine[key] = max(mine[key], value)
+            mine["calls"] += cost["calls"]
+            for key in _LARGEST:
+                mine[key] = max(mine[key], cost[key])
+            if cost["slowest_cpu_s"] > mine["slowest_cpu_s"] or mine["slowest_call"] is None:
+                mine["slowest_call"], mine["slowest_cpu_s"] = cost["slowest_call"], cost["slowest_cpu_s"]
     return dict(sorted(merged.items())) or None
 
 

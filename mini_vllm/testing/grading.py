@@ -28,7 +28,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -63,16 +63,18 @@ class Grader:
     started: float = field(default_factory=time.monotonic)
     # Per lab, by test name: tests that count inside the lab's process, so are not graded where it runs sandboxed.
     not_graded: dict[str, dict[str, NotGraded]] = field(default_factory=lambda: defaultdict(dict))
-    worker: bool = False  # a pytest-xdist worker: it grades its tests and sends them on; it writes nothing
-    # The controlling side of pytest-xdist: the verdicts its workers' reports carried, by node id, and what
-    # each worker sent when it finished (its collection, the call costs of its gradings).
+    # "alone"; or under pytest-xdist a "worker" (it grades its tests and sends them on; it writes nothing) or the
+    # "controller" (it runs no test and writes what its workers sent).
+    role: Literal["alone", "worker", "controller"] = "alone"
+    # The controller's: the verdicts its workers' reports carried, by node id, and what each worker sent when it
+    # finished (its collection, the call costs of its gradings).
     verdicts: dict[str, list[Any]] = field(default_factory=dict)
     workers_finished: list[dict[str, Any]] = field(default_factory=list)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # A results file left by an earlier run must never be read as this run's: if this run
         # crashes, there is no result rather than an old one.
-        if not self.worker:
+        if self.role != "worker":
             self.results_path.unlink(missing_ok=True)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
@@ -127,13 +129,13 @@ class Grader:
         report = yield
         self._record(item, call, report)
         graded = self.tests.get(item.nodeid)
-        if self.worker and graded is not None:
+        if self.role == "worker" and graded is not None:
             setattr(report, VERDICT, verdict(graded))
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """On pytest-xdist's controlling side: a worker's report, with the verdict so far of its test."""
-        if self.worker:
+        """The controller: a worker's report, with the verdict so far of its test."""
+        if self.role != "controller":
             return
         carried = getattr(report, VERDICT, None)
         if carried is not None:
@@ -143,7 +145,7 @@ class Grader:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         workeroutput = getattr(session.config, "workeroutput", None)
-        if self.worker and workeroutput is not None:
+        if self.role == "worker" and workeroutput is not None:
             workeroutput["course-grader"] = {
                 "collected": collected(self.tests, self.not_graded, self.deselected, self.deselected_points),
                 "call_costs": call_costs_here(),
@@ -157,8 +159,8 @@ class Grader:
             self.workers_finished.append(sent)
 
     def _take_the_workers_tests(self) -> None:
-        """The controlling side: the tests as a worker collected them, each with the verdict its reports carried."""
-        if self.tests or not self.workers_finished:
+        """The controller: the tests as a worker collected them, each with the verdict its reports carried."""
+        if not self.workers_finished:
             return
         first = from_collected(self.workers_finished[0]["collected"])  # every worker collects every test
         self.tests, self.not_graded = first.tests, first.not_graded
@@ -196,9 +198,10 @@ class Grader:
         graded.details = printable(graded.details)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if self.worker:
+        if self.role == "worker":
             return
-        self._take_the_workers_tests()
+        if self.role == "controller":
+            self._take_the_workers_tests()
         graded = [t for t in self.tests.values() if not t.control]
         ran = [t for t in graded if t.passed is not None]
         summary = self.summary(graded, ran)
@@ -209,8 +212,8 @@ class Grader:
             if test.passed is None:
                 test.passed, test.details = False, "did not run, so not graded"
         student, full = self.student_scorecard(graded, summary)
-        costs = merge_call_costs([sent["call_costs"] for sent in self.workers_finished]) if self.workers_finished \
-            else call_costs_here()
+        costs = merge_call_costs([sent["call_costs"] for sent in self.workers_finished]) \
+            if self.role == "controller" else call_costs_here()
         write_results(self.results_path, graded, scorecard=student, partial=summary,
                       execution_time=time.monotonic() - self.started, full_scorecard=full, call_costs=costs)
         terminalreporter.write_line(f"results written to {self.results_path}")
