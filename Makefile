@@ -18,8 +18,9 @@ GRADED_OPTIONS := -q -rN -p no:warnings -p no:unraisableexception -p no:schemath
 GRADED_PYTEST := $(GRADED_OPTIONS) -p no:xdist
 # `make grade` grades two labs at once where there are two cores (pytest-xdist, each lab's tests in one
 # worker, in order): the grader and a lab's sandboxed child take turns, so one lab at a time leaves a core
-# idle. Budgets are CPU time, so the grade is the same either way; `make grade GRADE_WORKERS=1` grades one
-# lab at a time.
+# idle, and each worker keeps itself and its child to a CPU of their own (conftest.py,
+# mini_vllm/sandbox/affinity.py). Budgets are CPU time, so the grade is the same either way;
+# `make grade GRADE_WORKERS=1` grades one lab at a time.
 GRADE_WORKERS ?= $(if $(filter 1,$(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)),1,2)
 GRADE_PARALLEL := $(if $(filter 1,$(GRADE_WORKERS)),-p no:xdist,-n $(GRADE_WORKERS) --dist loadfile)
 # Let Python cache compiled bytecode, its default, even where the environment turns that off:

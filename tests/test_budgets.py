@@ -161,8 +161,11 @@ def test_composition_serves_only_the_stages_the_spec_names(monkeypatch: pytest.M
         "grading the references: lab-03's child gets no other lab at all")
     own_02 = composed("02", "own", "starter", monkeypatch)
     assert own_02.served == set() and set(own_02.sources) >= {"01", "03", "04", "05", "06"}
-    reference_02 = composed("02", "own", "solution", monkeypatch)
-    assert reference_02.served == {"01", "03", "04", "05", "06"}, "the reference's stages are served to it"
+    for compose in ("own", "reference"):
+        reference_02 = composed("02", compose, "solution", monkeypatch)
+        assert reference_02.served == set() and set(reference_02.sources) == {"01", "02", "03", "04", "05", "06"}, (
+            "grading the reference (no student code in its child): its reference stages run beside it, as a "
+            "student's own stages do, and no other lab is there")
     monkeypatch.setattr(remote, "_source", lambda path: [str(path), f"# {path}"])
     monkeypatch.setenv("LAB_SANDBOX_TRUSTED", "1")
     variant_02 = remote.open_lab("02", Path("02/variant.py"), lambda n: Path(f"{n}/solution.py"),

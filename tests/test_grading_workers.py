@@ -132,7 +132,8 @@ def test_two_workers_grade_exactly_as_one_process(tmp_path: Path) -> None:
         f"the wrong variants must fail some selected tests, or this compares nothing: {lost}")
     assert any(name.startswith(("lab-03", "lab-05")) for name in per_test[0]), "the reference labs are graded too"
     differ = [f"{name}\n    alone: {per_test[0].get(name)}\n    two:   {per_test[1].get(name)}"
-              for name in sorted(per_test[0].keys() | per_test[1].keys()) if per_test[0].get(name) != per_test[1].get(name)]
+              for name in sorted(per_test[0].keys() | per_test[1].keys())
+              if per_test[0].get(name) != per_test[1].get(name)]
     assert not differ, "two workers graded a test differently from one process:\n" + "\n".join(differ)
     assert [t["name"] for t in alone["tests"]] == [t["name"] for t in two["tests"]], "the same tests, in the same order"
     assert (alone["score"], alone["output"]) == (two["score"], two["output"]), "the same score and scorecard"

@@ -11,6 +11,8 @@ import itertools
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mini_vllm import ByteTokenizer
 from mini_vllm.hf import HFTokenizer, hf_bpe_tokenizer
@@ -137,3 +139,30 @@ def test_a_served_string_holds_placeholders_not_the_stop() -> None:
     assert stop[0] == "S" and stop[1:4] == "TOP" and str(stop) == text and list(stop) == list(text)
     assert calls == ["getitem", "getitem", "text", "text"], calls
     assert served.placeholder(text) == served.placeholder(text) != served.placeholder("STOP nox")
+
+
+# Plain values, nested the way messages nest them: lists that mix ints (any size: past 64 bits they travel as
+# text), bools, strings, floats and None, and tuples and sets that must come back as themselves.
+_SCALARS = (st.integers() | st.integers(min_value=-2**63, max_value=2**63 - 1) | st.booleans() | st.none()
+            | st.text(max_size=5) | st.floats(allow_nan=False) | st.binary(max_size=5))
+_NESTED = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=5)
+                       | st.lists(inner, max_size=5).map(tuple)
+                       | st.frozensets(st.integers() | st.text(max_size=3), max_size=4).map(set), max_leaves=30)
+
+
+@settings(derandomize=True, max_examples=200)
+@given(message=st.lists(_NESTED, max_size=6))
+def test_plain_values_cross_exactly_as_they_were(message: list[Any]) -> None:
+    """What a message holds comes back equal and of the same types, whatever mix of plain values a list holds
+    (the codec sends a list of plain values as it is, once it has checked every int fits in 64 bits)."""
+    back, lent = across(message)
+    assert back == message and _shape(back) == _shape(message), f"sent {message!r:.300}, got {back!r:.300}"
+    assert lent == [], "plain values are never lent"
+
+
+def _shape(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_shape(v) for v in value])
+    if isinstance(value, set):
+        return ("set", sorted(map(repr, value)))
+    return type(value).__name__

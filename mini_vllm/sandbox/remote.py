@@ -722,9 +722,12 @@ def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], re
     would get an answer it did not write).
     ``LAB_SANDBOX_TRUSTED=1`` (the instructor's wrong variants and canaries) ships the reference
     solutions too, since those files are the reference with a change; the stages such a lab composes
-    then run in its child as well (a served stage costs two crossings per call).
+    then run in its child as well (a served stage costs two crossings per call). So do they when the
+    lab graded is its own reference (``LAB_IMPL=solution``): no student code runs in that child, and its
+    stages run beside it as a student's own stages do under ``make grade``.
     """
     trusted = os.environ.get("LAB_SANDBOX_TRUSTED") == "1"
+    reference_run = chosen == reference_of(number)  # every file this child imports is a reference
     compose = os.environ.get("LAB_COMPOSE", "own")
     sources = {number: _source(chosen)}
     served: set[str] = set()
@@ -738,8 +741,8 @@ def open_lab(number: str, chosen: Path, impl_of: Any, lab_numbers: list[str], re
         path = impl_of(other)
         own = path is not None and path != reference
         if other in stages and reference is not None and (compose == "reference" or not own):
-            if trusted:  # no student code runs beside it: the reference stage runs in the child, with no crossing
-                sources[other] = references[other]
+            if trusted or reference_run:  # no student code runs beside it: the stage runs in the child, no crossing
+                sources[other] = references.get(other) or _source(reference)
             else:
                 served.add(other)
         elif own:

@@ -42,12 +42,20 @@ _NOT_INT = frozenset({str, float, type(None), bytes})
 _INTS = frozenset({int, bool})
 
 
+_PLAIN_KINDS = _NOT_INT | _INTS
+
+
 def _flat_and_plain(items: list[Any]) -> bool:
     """A list msgpack carries as it is: plain values only, and every int within 64 bits."""
     kinds = set(map(type, items))
     if kinds <= _NOT_INT:
         return True
-    return kinds <= _INTS and min(items) >= -MAX_INT and max(items) < MAX_INT
+    if kinds <= _INTS:  # token ids: checked in C
+        return bool(min(items) >= -MAX_INT and max(items) < MAX_INT)
+    if kinds <= _PLAIN_KINDS:  # a reply, [kind, number, value]: a few ints among other plain values
+        ints = [item for item in items if type(item) is int]
+        return not ints or (min(ints) >= -MAX_INT and max(ints) < MAX_INT)
+    return False
 
 
 class WireError(Exception):
@@ -138,7 +146,7 @@ class Codec:
         if kind is list:
             if _flat_and_plain(obj):
                 return obj  # token ids, text pieces: checked in one pass in C, not one call per item
-            return [self._prepare(item) for item in obj]
+            return [item if type(item) in _NOT_INT else self._prepare(item) for item in obj]
         if kind is dict:
             return {self._prepare(k): self._prepare(v) for k, v in obj.items()}
         if kind is tuple:

@@ -120,7 +120,8 @@ def printable(text: str, limit: int = MAX_TEST_OUTPUT) -> str:
 def write_results(path: Path, tests: Sequence[ResultTest], scorecard: str, partial: str = "",
                   execution_time: float = 0.0, full_scorecard: str | None = None,
                   call_costs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``call_costs``: what the gradings' calls cost (:func:`call_costs_here`, or merged from pytest-xdist's workers)."""
+    """``call_costs``: what the gradings' calls cost (:func:`call_costs_here`, or merged from pytest-xdist's
+    workers)."""
     document = results_document(tests, scorecard, partial, execution_time, full_scorecard, call_costs)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written whole to a temporary name, then renamed: a reader never sees half a file.

@@ -33,10 +33,16 @@ from typing import Any, Literal
 import pytest
 
 from mini_vllm.labs import RECOMMENDED_ORDER, describe_choice, lab_number, sandboxed
-from mini_vllm.testing.gradescope import call_costs_here, merge_call_costs, printable, write_results
 from mini_vllm.testing.graded import (
-    GradedTest, NotGraded, collected, failure_hint, from_collected, quoted_if_foreign, verdict,
+    GradedTest,
+    NotGraded,
+    collected,
+    failure_hint,
+    from_collected,
+    quoted_if_foreign,
+    verdict,
 )
+from mini_vllm.testing.gradescope import call_costs_here, merge_call_costs, printable, write_results
 from mini_vllm.testing.policy import PolicyError, load_policy, test_id
 
 __all__ = ["GradedTest", "Grader", "NotGraded", "failure_hint", "quoted_if_foreign", "student_view"]
