@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, Phase, settings
 from mini_vllm.labs import all_lab_numbers, describe_choice, graded_footer, lab_of_path
 from mini_vllm.reproducible import UNLOCKED_EXIT, check_installed, freeze_hypothesis_constants
 from mini_vllm.sandbox import budget
-from mini_vllm.sandbox.affinity import keep_to_one_cpu
+from mini_vllm.sandbox.affinity import grading_slot, keep_to_one_cpu
 from mini_vllm.testing.grading import Grader
 from mini_vllm.testing.policy import load_policy
 from mini_vllm.testing.retry import RetryOnTimeout
@@ -99,9 +99,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(grader, "course-grader")
     if os.environ.get("LAB_SANDBOX", "0") != "0":  # a test whose call ran out runs once more in a fresh child
         config.pluginmanager.register(RetryOnTimeout(), "course-retry-on-timeout")
-        if hasattr(config, "workerinput"):  # a pytest-xdist worker and its grading children take turns on one CPU
-            keep_to_one_cpu(int(config.workerinput["workerid"].removeprefix("gw")),
-                            int(config.workerinput["workercount"]))
+    slot = grading_slot(os.environ, getattr(config, "workerinput", None))
+    if slot is not None:  # make grade's worker and its grading children take turns on one CPU of their own
+        keep_to_one_cpu(*slot)
     if not hasattr(config, "workerinput"):  # under pytest-xdist, only the controlling process prints
         config.pluginmanager.register(GradedFooter(config), "course-graded-footer")
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mini_vllm.sandbox.affinity import keep_to_one_cpu
+from mini_vllm.sandbox.affinity import grading_slot, keep_to_one_cpu
 
 CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="pinning is for machines with two CPUs or more")
@@ -18,7 +18,7 @@ needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="pinning is for machines wi
 # Run in a process of its own, so the test's process keeps every CPU.
 PIN_AND_START_A_CHILD = """
 import json, os, subprocess, sys
-from mini_vllm.sandbox.affinity import keep_to_one_cpu
+from mini_vllm.sandbox.affinity import grading_slot, keep_to_one_cpu
 cpu = keep_to_one_cpu(int(sys.argv[1]), int(sys.argv[2]))
 child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
                        capture_output=True, text=True, check=True).stdout
@@ -52,3 +52,13 @@ def test_a_worker_that_would_crowd_another_is_left_where_it_is() -> None:
 def test_without_pinning_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(os, "sched_setaffinity", raising=False)
     assert keep_to_one_cpu(0, 2) is None, "macOS has no sched_setaffinity: the worker runs where the OS puts it"
+
+
+def test_only_a_graded_runs_workers_are_pinned() -> None:
+    worker = {"workerid": "gw1", "workercount": 2}
+    assert grading_slot({"LAB_SANDBOX": "1"}, worker) == (1, 2), "make grade's second worker takes slot 1 of 2"
+    for environ in ({}, {"LAB_SANDBOX": "auto"}, {"LAB_SANDBOX": "0"}):
+        assert grading_slot(environ, worker) is None, (
+            f"{environ}: the course's own test runs keep every CPU (their tests start burners, gradings and servers "
+            "that must run where the OS puts them)")
+    assert grading_slot({"LAB_SANDBOX": "1"}, None) is None, "a lone grader (make lab-03, the autograder) is not pinned"

@@ -7,15 +7,26 @@ between two Python processes on the course's 2-core VM: 61 µs across CPUs, 7.6 
 ``make grade`` grades two labs at once (pytest-xdist), each worker keeps to a CPU of its own, and the
 child it starts inherits it: a lab's two processes share that CPU, and the two labs share none.
 
-Only the CPU a process runs on changes, never what it may use: budgets count CPU time, so a grade is
-the same pinned or not. A worker alone on its machine (one CPU, or fewer CPUs than workers) is left
-where it is, and so is a lone grader (``make lab-03``, the autograder), which cannot know which CPU
-its neighbours use.
+Only the CPU a process runs on changes, never how much it may use: budgets count CPU time, so a grade
+is the same pinned or not. Nothing is pinned where the machine allows fewer CPUs than there are
+workers, nor in a lone grader (``make lab-03``, the autograder, an instructor's batch): it cannot know
+which CPU its neighbours use, and two processes pinned to one CPU would halve each other's speed.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
+
+
+def grading_slot(environ: Mapping[str, str], workerinput: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    """(this worker, how many) for a pytest-xdist worker of a graded run (``LAB_SANDBOX=1``: ``make grade``);
+    None for anything else. The course's own test runs (``make test``, ``make check``) keep every CPU: their
+    tests start processes of their own (CPU burners, gradings, servers) that must run where the OS puts them."""
+    if environ.get("LAB_SANDBOX") != "1" or workerinput is None:
+        return None
+    return int(str(workerinput["workerid"]).removeprefix("gw")), int(workerinput["workercount"])
 
 
 def keep_to_one_cpu(worker: int, workers: int) -> int | None:
