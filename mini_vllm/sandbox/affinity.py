@@ -22,7 +22,7 @@ from typing import Any
 
 def grading_slot(environ: Mapping[str, str], workerinput: Mapping[str, Any] | None) -> tuple[int, int] | None:
     """(this worker, how many) for a pytest-xdist worker of a graded run (``LAB_SANDBOX=1``: ``make grade``);
-    None for anything else. The course's own test runs (``make test``, ``make check``) keep every CPU: their
+    None for anything else. The course's own test runs (its pytest, LAB_SANDBOX=auto) keep every CPU: their
     tests start processes of their own (CPU burners, gradings, servers) that must run where the OS puts them."""
     if environ.get("LAB_SANDBOX") != "1" or workerinput is None:
         return None
