@@ -18,7 +18,7 @@ needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="pinning is for machines wi
 # Run in a process of its own, so the test's process keeps every CPU.
 PIN_AND_START_A_CHILD = """
 import json, os, subprocess, sys
-from mini_vllm.sandbox.affinity import grading_slot, keep_to_one_cpu
+from mini_vllm.sandbox.affinity import keep_to_one_cpu
 cpu = keep_to_one_cpu(int(sys.argv[1]), int(sys.argv[2]))
 child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
                        capture_output=True, text=True, check=True).stdout

@@ -40,8 +40,6 @@ PLAIN = (str, int, float, bool, type(None), bytes)
 MAX_INT = 2**63
 _NOT_INT = frozenset({str, float, type(None), bytes})
 _INTS = frozenset({int, bool})
-
-
 _PLAIN_KINDS = _NOT_INT | _INTS
 
 
@@ -50,12 +48,11 @@ def _flat_and_plain(items: list[Any]) -> bool:
     kinds = set(map(type, items))
     if kinds <= _NOT_INT:
         return True
-    if kinds <= _INTS:  # token ids: checked in C
-        return bool(min(items) >= -MAX_INT and max(items) < MAX_INT)
-    if kinds <= _PLAIN_KINDS:  # a reply, [kind, number, value]: a few ints among other plain values
-        ints = [item for item in items if type(item) is int]
-        return not ints or (min(ints) >= -MAX_INT and max(ints) < MAX_INT)
-    return False
+    if not kinds <= _PLAIN_KINDS:
+        return False
+    # Token ids are checked in C; a list that mixes kinds (a reply, [kind, number, value]) has its ints picked out.
+    ints = items if kinds <= _INTS else [item for item in items if type(item) is int]
+    return not ints or bool(min(ints) >= -MAX_INT and max(ints) < MAX_INT)
 
 
 class WireError(Exception):
@@ -146,7 +143,7 @@ class Codec:
         if kind is list:
             if _flat_and_plain(obj):
                 return obj  # token ids, text pieces: checked in one pass in C, not one call per item
-            return [item if type(item) in _NOT_INT else self._prepare(item) for item in obj]
+            return [self._prepare(item) for item in obj]
         if kind is dict:
             return {self._prepare(k): self._prepare(v) for k, v in obj.items()}
         if kind is tuple:
