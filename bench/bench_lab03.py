@@ -20,8 +20,8 @@ from tokenizers.decoders import DecodeStream
 
 from bench.common import Method, cost, measure, print_table, save_plot, time_stream
 from mini_vllm import ByteTokenizer
-from mini_vllm.hf import hf_byte_tokenizer
 from mini_vllm.labs import load_lab
+from mini_vllm.tokenizers.hf import hf_byte_tokenizer
 
 SIZES = (256, 4096, 65536)
 TEXT = "Streaming 你好, naïve café — 日本語のテキスト 🚀🫨 and plain ASCII words. "

@@ -12,7 +12,7 @@ Two measurements, each side by side in one run:
 2. **Versus DecodeStream, on every family** (byte, bpe, spm, mistral, tekken): ASCII, CJK and
    emoji streams of 4,096 tokens, timed whole, the two methods taking turns, best of several
    rounds. Both run on the same Rust ``decode`` (a ``tokenizers.Tokenizer`` for each family,
-   :mod:`mini_vllm.hf`), so the ratio is the algorithm's cost, not the backend's. The course's
+   :mod:`mini_vllm.tokenizers.hf`), so the ratio is the algorithm's cost, not the backend's. The course's
    target is at most 3x.
 
 The solution is whatever ``LAB_IMPL`` selects; it is handed the ``tokenizers.Tokenizer`` itself
@@ -29,7 +29,8 @@ from tokenizers.decoders import DecodeStream
 
 from bench.common import Row, cost, print_table, save_plot
 from mini_vllm import load_tokenizer
-from mini_vllm.hf import (
+from mini_vllm.labs import load_lab
+from mini_vllm.tokenizers.hf import (
     HFTokenizer,
     hf_bpe_tokenizer,
     hf_byte_tokenizer,
@@ -37,7 +38,6 @@ from mini_vllm.hf import (
     hf_spm_tokenizer,
     hf_tekken_tokenizer,
 )
-from mini_vllm.labs import load_lab
 
 try:  # the textbook fallback is a correct (slow) lab-04: the student's copy of the course leaves it out
     from instructor.baselines import OriginalWindowDiff

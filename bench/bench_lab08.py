@@ -30,11 +30,11 @@ from collections.abc import Callable
 import numpy as np
 
 from mini_vllm import load_tokenizer
-from mini_vllm.grammar import schema_to_chars, schema_to_regex
+from mini_vllm.grammars.grammar import schema_to_chars, schema_to_regex
 from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab08 import Vocabulary
 from mini_vllm.testing.structured import GuidanceOracle, OutlinesOracle, family_vocabulary, walk
-from mini_vllm.tokenizer_base import encode_continuation
+from mini_vllm.tokenizers.base import encode_continuation
 from mini_vllm.toy_model import WEATHER_JSON_TEXT, ToyModel
 
 FAMILIES = ("bpe", "mistral", "tekken")

@@ -29,12 +29,18 @@ from typing import Any
 
 from bench.bench_lab08 import best_us
 from mini_vllm import load_tokenizer
+from mini_vllm.grammars.stack_grammar import (
+    JSON_OBJECT,
+    _leaf_regex,
+    grammar_to_lark,
+    lexeme_automaton,
+    schema_to_grammar,
+)
 from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab09 import Grammar
-from mini_vllm.stack_grammar import JSON_OBJECT, _leaf_regex, grammar_to_lark, lexeme_automaton, schema_to_grammar
 from mini_vllm.testing.stack import GuidanceGrammarOracle
 from mini_vllm.testing.structured import _guidance_tokenizer, family_vocabulary
-from mini_vllm.tokenizer_base import encode_continuation
+from mini_vllm.tokenizers.base import encode_continuation
 from mini_vllm.toy_model import TREE_JSON, WEATHER_JSON
 
 FAMILY = "tekken"

@@ -8,7 +8,7 @@ Four ways to stream the same ids, side by side, at 256 to 64k tokens:
 - solution (HF decode): the same class on the decode-only Hugging Face copy of the vocabulary,
   to tell the algorithm's cost from the decode backend's;
 - DecodeStream: Hugging Face's streaming decoder. It loads neither file, but a decode-only
-  ``tokenizers`` copy of each vocabulary is rebuilt from the wheel (``mini_vllm.hf``), so it runs
+  ``tokenizers`` copy of each vocabulary is rebuilt from the wheel (``mini_vllm.tokenizers.hf``), so it runs
   on the same ids with Hugging Face's decoder for that family;
 - vendor full decode: the naive server, the vendor library decoding the whole reply again at every
   token and sending what grew. Its cost per token grows with the stream.
@@ -27,8 +27,8 @@ from tokenizers.decoders import DecodeStream
 from bench.bench_lab04 import Starter, per_token_us
 from bench.common import Row, cost, print_table, save_plot
 from mini_vllm import Tokenizer, load_tokenizer
-from mini_vllm.hf import HFTokenizer, hf_mistral_tokenizer, hf_tekken_tokenizer
 from mini_vllm.labs import load_lab
+from mini_vllm.tokenizers.hf import HFTokenizer, hf_mistral_tokenizer, hf_tekken_tokenizer
 
 SIZES = (256, 1024, 4096, 65536)
 STREAMS = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mini_vllm.tokenizer_base import REPLACEMENT_CHAR, Tokenizer
+from mini_vllm.tokenizers.base import REPLACEMENT_CHAR, Tokenizer
 
 
 class OriginalWindowDiff:

@@ -25,11 +25,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from mini_vllm.families import TOKENIZER_FAMILIES
 from mini_vllm.labs import LABS_DIR, REPO_ROOT, load_lab
 from mini_vllm.testing import recorded
 from mini_vllm.testing.api import public_api
 from mini_vllm.testing.replies import REPLIES_FILE, ReplyRun, case_key
+from mini_vllm.tokenizers.families import TOKENIZER_FAMILIES
 
 # lab-07's replies: (user message, reply_run options). Every one is recorded for every family and step size.
 REPLY_CASES: list[tuple[str, dict[str, Any]]] = [

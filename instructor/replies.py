@@ -11,11 +11,11 @@ import functools
 import os
 from collections.abc import Iterator
 
-from mini_vllm.families import load_tokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.testing.replies import CHATML_USER, ReplyRun
-from mini_vllm.tokenizer_base import Tokenizer, encode_continuation
+from mini_vllm.tokenizers.base import Tokenizer, encode_continuation
+from mini_vllm.tokenizers.families import load_tokenizer
 from mini_vllm.toy_model import ToyModel
 
 COMPOSED_LABS = ("01", "03", "04", "05", "06")

@@ -8,11 +8,11 @@ import sys
 # Marked missing, jsonschema skips registering that one check.
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
-from mini_vllm.bpe_tokenizer import BPETokenizer  # noqa: E402
-from mini_vllm.byte_tokenizer import ByteTokenizer  # noqa: E402
-from mini_vllm.families import TOKENIZER_FAMILIES, load_tokenizer  # noqa: E402
-from mini_vllm.spm_tokenizer import SentencePieceBPETokenizer  # noqa: E402
-from mini_vllm.tokenizer_base import Tokenizer  # noqa: E402
+from mini_vllm.tokenizers.base import Tokenizer  # noqa: E402
+from mini_vllm.tokenizers.bpe import BPETokenizer  # noqa: E402
+from mini_vllm.tokenizers.byte import ByteTokenizer  # noqa: E402
+from mini_vllm.tokenizers.families import TOKENIZER_FAMILIES, load_tokenizer  # noqa: E402
+from mini_vllm.tokenizers.spm import SentencePieceBPETokenizer  # noqa: E402
 
 __all__ = ["TOKENIZER_FAMILIES", "BPETokenizer", "ByteTokenizer", "SentencePieceBPETokenizer", "Tokenizer",
            "load_tokenizer"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from mini_vllm.families import TOKENIZER_FAMILIES
 from mini_vllm.labs import describe_choice
 from mini_vllm.serving import serve
+from mini_vllm.tokenizers.families import TOKENIZER_FAMILIES
 
 
 def main() -> None:

@@ -10,13 +10,13 @@ from types import ModuleType, TracebackType
 
 import uvicorn
 
-from mini_vllm.api_errors import MAX_BODY_BYTES
+from mini_vllm.api.errors import MAX_BODY_BYTES
 from mini_vllm.demo import add_demo_routes
 from mini_vllm.engine import MAX_MODEL_LEN, Engine
-from mini_vllm.families import load_tokenizer
 from mini_vllm.kv_pool import BlockPool
 from mini_vllm.server import create_app
 from mini_vllm.server.read_timeout import ReadTimeoutH11Protocol
+from mini_vllm.tokenizers.families import load_tokenizer
 from mini_vllm.toy_model import ToyModel
 
 MODEL_NAME = "mini-vllm"

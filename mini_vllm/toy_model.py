@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy
 
-from mini_vllm.tokenizer_base import Tokenizer, encode_continuation
+from mini_vllm.tokenizers.base import Tokenizer, encode_continuation
 
 
 def _call(name: str, arguments: dict[str, Any]) -> str:

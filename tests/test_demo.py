@@ -15,7 +15,6 @@ import jsonschema
 import openai
 import pytest
 
-from mini_vllm.byte_tokenizer import ByteTokenizer
 from mini_vllm.demo import (
     PAGE_DIR,
     TOKENIZER_NAMES,
@@ -26,6 +25,7 @@ from mini_vllm.demo import (
 )
 from mini_vllm.labs import load_lab
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
+from mini_vllm.tokenizers.byte import ByteTokenizer
 from mini_vllm.toy_model import SCRIPTS, WEATHER_JSON_TEXT, ToyModel, script_for
 
 SOLUTION = load_lab("lab-02", "solution")

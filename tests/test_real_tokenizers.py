@@ -4,7 +4,7 @@
 through mistral-common). Which oracle checks what:
 
 - decode, both: Hugging Face ``tokenizers``, rebuilt at test time from the wheel's own files
-  (``mini_vllm.hf.hf_mistral_tokenizer`` / ``hf_tekken_tokenizer``, with the decoder Hugging
+  (``mini_vllm.tokenizers.hf.hf_mistral_tokenizer`` / ``hf_tekken_tokenizer``, with the decoder Hugging
   Face uses for each family);
 - encode, mistral: the same Hugging Face copy, converted as transformers converts a SentencePiece
   model (merges read off the piece scores), for text without special tokens;
@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 import mini_vllm
 from mini_vllm import Tokenizer, load_tokenizer
-from mini_vllm.hf import hf_mistral_tokenizer, hf_tekken_tokenizer
-from mini_vllm.mistral_tokenizers import MistralTokenizer, TekkenTokenizer
 from mini_vllm.serving import build_engine
 from mini_vllm.testing.strategies import multilingual_text
+from mini_vllm.tokenizers.hf import hf_mistral_tokenizer, hf_tekken_tokenizer
+from mini_vllm.tokenizers.mistral import MistralTokenizer, TekkenTokenizer
 from mini_vllm.toy_model import SCRIPTS, ToyModel
 
 MISTRAL, TEKKEN = load_tokenizer("mistral"), load_tokenizer("tekken")

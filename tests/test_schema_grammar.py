@@ -1,4 +1,5 @@
-"""The server's schema -> grammar-with-a-stack writer (mini_vllm.schema_grammar): exact, and bounded like the regex one.
+"""The server's schema -> grammar-with-a-stack writer (mini_vllm.grammars.schema_grammar): exact, and bounded like
+the regex one.
 
 Exactness: every text the grammar derives parses as JSON and validates against its schema
 (``jsonschema`` judges), for hypothesis-drawn recursive schemas built from the strict-mode kinds the
@@ -17,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mini_vllm.grammars.schema_grammar import json_object_sentence, schema_sentence, sentence_grammar
+from mini_vllm.grammars.schema_regex import LIMITS, NeedsStack, TooManyStates, UnsupportedSchema, schema_to_regex
 from mini_vllm.labtypes.lab09 import Grammar
-from mini_vllm.schema_grammar import json_object_sentence, schema_sentence, sentence_grammar
-from mini_vllm.schema_regex import LIMITS, NeedsStack, TooManyStates, UnsupportedSchema, schema_to_regex
 from mini_vllm.testing.schemas import SUPPORTED
 from mini_vllm.testing.stack import earley_accepts
 

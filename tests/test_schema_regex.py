@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mini_vllm.grammar import regex_to_chars
+from mini_vllm.grammars.grammar import regex_to_chars
+from mini_vllm.grammars.schema_regex import LIMITS, UnsupportedSchema, schema_to_regex
 from mini_vllm.labtypes.lab08 import CharAutomaton
-from mini_vllm.schema_regex import LIMITS, UnsupportedSchema, schema_to_regex
 from mini_vllm.testing.schemas import SUPPORTED
 
 # ------------------------------------------------------------------ supported schemas (OpenAI strict mode's kinds)

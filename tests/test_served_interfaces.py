@@ -15,12 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mini_vllm import ByteTokenizer
-from mini_vllm.hf import HFTokenizer, hf_bpe_tokenizer
 from mini_vllm.sandbox import served
 from mini_vllm.sandbox.peer import PARENT, StrictLender
 from mini_vllm.sandbox.wire import Codec
 from mini_vllm.testing.structured import CountingAutomaton
 from mini_vllm.testing.tokenizers import CountingTokenizer
+from mini_vllm.tokenizers.hf import HFTokenizer, hf_bpe_tokenizer
 
 
 def child_codec() -> Codec:

@@ -29,7 +29,7 @@ import openai
 import pytest
 
 from mini_vllm import demo
-from mini_vllm.api_models import MAX_MESSAGES, MAX_STOP_CHARS, MAX_TOOLS
+from mini_vllm.api.models import MAX_MESSAGES, MAX_STOP_CHARS, MAX_TOOLS
 from mini_vllm.engine import RECENT_IDS, Engine
 from mini_vllm.kv_pool import BlockPool
 from mini_vllm.labs import load_lab

@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 
-from mini_vllm.api_errors import anthropic_error_body
+from mini_vllm.api.errors import anthropic_error_body
 from mini_vllm.labs import load_lab
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
 from mini_vllm.toy_model import PARIS_CALL, WEATHER_CALL, WRITE_FILE_CALL

@@ -29,8 +29,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mini_vllm.grammars.schema_regex import LIMITS
 from mini_vllm.labs import load_lab
-from mini_vllm.schema_regex import LIMITS
 from mini_vllm.server.read_timeout import ReadTimeoutH11Protocol
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
 

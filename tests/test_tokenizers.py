@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 import mini_vllm
 from mini_vllm import BPETokenizer, ByteTokenizer, SentencePieceBPETokenizer, Tokenizer, load_tokenizer
-from mini_vllm.bpe_tokenizer import SHIPPED_TOKENIZER, byte_to_unicode
-from mini_vllm.hf import HFTokenizer, hf_bpe_tokenizer, hf_byte_tokenizer, hf_spm_tokenizer
 from mini_vllm.serving import build_engine
-from mini_vllm.spm_tokenizer import SHIPPED_SPM_TOKENIZER
 from mini_vllm.testing.strategies import MULTILINGUAL_CHARS, multilingual_text
+from mini_vllm.tokenizers.bpe import SHIPPED_TOKENIZER, byte_to_unicode
+from mini_vllm.tokenizers.hf import HFTokenizer, hf_bpe_tokenizer, hf_byte_tokenizer, hf_spm_tokenizer
+from mini_vllm.tokenizers.spm import SHIPPED_SPM_TOKENIZER
 
 BYTES = ByteTokenizer()
 BPE = BPETokenizer.from_file()

@@ -39,13 +39,13 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mini_vllm.api_errors import ApiError, error_response
+from mini_vllm.api.errors import ApiError, error_response
 from mini_vllm.engine import Engine
-from mini_vllm.families import TOKENIZER_FAMILIES, load_tokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.server import create_app
 from mini_vllm.server.runner import sse
-from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.tokenizers.base import Tokenizer
+from mini_vllm.tokenizers.families import TOKENIZER_FAMILIES, load_tokenizer
 from mini_vllm.toy_model import SCRIPTS, WEATHER_JSON, ToyModel, script_for
 
 PAGE_DIR = Path(__file__).resolve().parent

@@ -80,7 +80,7 @@ def _watch_for_interrupts(control_fd: int) -> None:
 
 
 def rebuild_family(name: str) -> Any:
-    from mini_vllm.families import load_tokenizer_cached
+    from mini_vllm.tokenizers.families import load_tokenizer_cached
 
     return load_tokenizer_cached(name)
 

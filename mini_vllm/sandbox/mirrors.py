@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mini_vllm.piece_tokenizer import PieceTokenizer
+from mini_vllm.tokenizers.piece import PieceTokenizer
 
 MAX_STATE_CHARACTERS = 8 << 20  # a Hugging Face tokenizer's JSON: the shipped ones are well under a MiB
 
@@ -20,7 +20,7 @@ MAX_STATE_CHARACTERS = 8 << 20  # a Hugging Face tokenizer's JSON: the shipped o
 def _hf_tokenizer(json_text: str, eos_token: str) -> Any:
     from tokenizers import Tokenizer
 
-    from mini_vllm.hf import HFTokenizer
+    from mini_vllm.tokenizers.hf import HFTokenizer
 
     return HFTokenizer(Tokenizer.from_str(json_text), eos_token=eos_token)
 

@@ -171,7 +171,7 @@ class ParentPeer(Peer):
     """The trusted end: every request has a budget, and a hang or a death ends the child."""
 
     def __init__(self, worker: Worker, read_fd: int, write_fd: int) -> None:
-        from mini_vllm.families import load_tokenizer_cached
+        from mini_vllm.tokenizers.families import load_tokenizer_cached
 
         super().__init__(PARENT, read_fd, write_fd, ReferenceLender(worker), load_tokenizer_cached)
         self.worker = worker

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
-from mini_vllm.api_errors import ApiError, validation_error
+from mini_vllm.api.errors import ApiError, validation_error
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -37,9 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mini_vllm.api_errors import ApiError
+from mini_vllm.api.errors import ApiError
+from mini_vllm.grammars.schema_grammar import Sentence
 from mini_vllm.labtypes.lab08 import ByteAutomaton, Vocabulary
-from mini_vllm.schema_grammar import Sentence
 from mini_vllm.server.decode_worker import DecodeWorker
 from mini_vllm.server.stack_decoding import rebuild_grammar
 
@@ -124,7 +124,7 @@ def _compile_job(job: CompileJob, vocab: Vocabulary) -> tuple[str, Any]:
 
 
 def _compile(regex: str, vocab: Vocabulary, lab_path: str) -> tuple[Any, ...]:
-    from mini_vllm.grammar import regex_to_chars
+    from mini_vllm.grammars.grammar import regex_to_chars
     from mini_vllm.labs import load_lab
 
     lab = load_lab("lab-08", lab_path)
@@ -155,9 +155,9 @@ def _automaton_data(automaton: Any) -> tuple[int, list[bool], list[bytes]]:
 def _compile_stack(job: CompileJob) -> tuple[Any, ...] | None:
     """lab-09's grammar for ``job.sentence``, each lexeme lifted to bytes by lab-08; None when lab-09 is still the
     starter's stub and the job has a regex to fall back to (its NotImplementedError otherwise)."""
-    from mini_vllm.grammar import regex_to_chars
+    from mini_vllm.grammars.grammar import regex_to_chars
+    from mini_vllm.grammars.schema_grammar import sentence_grammar
     from mini_vllm.labs import load_lab
-    from mini_vllm.schema_grammar import sentence_grammar
 
     assert job.sentence is not None
     grammar = sentence_grammar(job.sentence)

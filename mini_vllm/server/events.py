@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from mini_vllm.api_errors import ApiError
+from mini_vllm.api.errors import ApiError
 from mini_vllm.server.runner import Step, not_implemented, pipeline_failed
 
 

@@ -13,10 +13,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from mini_vllm.api_errors import anthropic_error_body
+from mini_vllm.api.errors import anthropic_error_body
+from mini_vllm.api.events import AnthropicErrorResponse, MessageBody, MessagesRequest, from_messages
+from mini_vllm.api.protocol import check_model
 from mini_vllm.engine import Engine
-from mini_vllm.event_models import AnthropicErrorResponse, MessageBody, MessagesRequest, from_messages
-from mini_vllm.protocol import check_model
 from mini_vllm.server.bodies import body_doc, read_body, small_body
 from mini_vllm.server.events import EventFraming, event_frames, whole_body
 from mini_vllm.server.runner import (

@@ -16,11 +16,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from mini_vllm.api_errors import ApiError
-from mini_vllm.api_models import error_responses
+from mini_vllm.api.errors import ApiError
+from mini_vllm.api.events import ResponseBody, ResponsesRequest, from_responses
+from mini_vllm.api.models import error_responses
+from mini_vllm.api.protocol import check_model
 from mini_vllm.engine import Engine
-from mini_vllm.event_models import ResponseBody, ResponsesRequest, from_responses
-from mini_vllm.protocol import check_model
 from mini_vllm.server.bodies import body_doc, read_body, small_body
 from mini_vllm.server.events import EventFraming, event_frames, whole_body
 from mini_vllm.server.runner import (

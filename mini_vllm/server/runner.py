@@ -25,10 +25,10 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
-from mini_vllm.api_errors import ApiError, dumps
+from mini_vllm.api.errors import ApiError, dumps
+from mini_vllm.api.protocol import GenerationRequest, context_exceeded
 from mini_vllm.engine import Engine
 from mini_vllm.kv_pool import NoFreeBlocks
-from mini_vllm.protocol import GenerationRequest, context_exceeded
 from mini_vllm.server.bodies import read_body
 from mini_vllm.server.compile_pool import CompilePool
 from mini_vllm.server.structured import grammar_for

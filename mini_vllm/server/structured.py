@@ -2,7 +2,7 @@
 stack), and the sampler it drives.
 
 ``prepare`` calls :func:`grammar_for`: the schema was already checked against the published
-limits (``mini_vllm.schema_regex``); here the regex becomes a character automaton (given),
+limits (``mini_vllm.grammars.schema_regex``); here the regex becomes a character automaton (given),
 lab-08's ``lift_to_bytes`` lifts it and its ``TokenIndex`` precomputes every state's mask,
 all in a worker process the server can kill (``compile_pool``), under CPU and memory limits.
 A grammar with a stack (a recursive schema, ``json_object``: the constraint's ``sentence``) is
@@ -22,9 +22,9 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mini_vllm.constraints import Constraint
 from mini_vllm.engine import Engine
-from mini_vllm.grammar import vocabulary_of
+from mini_vllm.grammars.constraints import Constraint
+from mini_vllm.grammars.grammar import vocabulary_of
 from mini_vllm.labs import impl_path
 from mini_vllm.labtypes.lab08 import Vocabulary
 from mini_vllm.server.compile_pool import Compiled, CompileJob, CompilePool

@@ -22,9 +22,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from mini_vllm.grammars.stack_grammar import grammar_to_lark
 from mini_vllm.labtypes.lab08 import DEAD, Vocabulary
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Split
-from mini_vllm.stack_grammar import grammar_to_lark
 from mini_vllm.testing.structured import CountingAutomaton, _GuidanceTokenizer
 
 

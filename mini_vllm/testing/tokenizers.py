@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mini_vllm.piece_tokenizer import PieceTokenizer
-from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.tokenizers.base import Tokenizer
+from mini_vllm.tokenizers.piece import PieceTokenizer
 
 __all__ = ["CountingTokenizer", "PieceTokenizer"]
 

@@ -8,7 +8,7 @@ grows, and every push re-decodes all of it: a model that writes 4,000 of them co
 """
 
 from mini_vllm.labs import load_lab
-from mini_vllm.tokenizer_base import REPLACEMENT_CHAR
+from mini_vllm.tokenizers.base import REPLACEMENT_CHAR
 
 _solution = load_lab("lab-04", "solution")
 

@@ -6,7 +6,7 @@ boundary search. The output is still right, but a CJK or emoji-heavy reply costs
 """
 
 from mini_vllm.labs import load_lab
-from mini_vllm.tokenizer_base import REPLACEMENT_CHAR
+from mini_vllm.tokenizers.base import REPLACEMENT_CHAR
 
 _solution = load_lab("lab-04", "solution")
 

@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 
 from mini_vllm.labs import load_lab
-from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.tokenizers.base import Tokenizer
 
 _solution = load_lab("lab-04", "solution")
 

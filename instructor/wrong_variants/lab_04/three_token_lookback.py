@@ -8,7 +8,7 @@ Reading from the prompt's end, the context ends in half an emoji, and 🫨 is lo
 """
 
 from mini_vllm.labs import load_lab
-from mini_vllm.tokenizer_base import REPLACEMENT_CHAR
+from mini_vllm.tokenizers.base import REPLACEMENT_CHAR
 
 _solution = load_lab("lab-04", "solution")
 

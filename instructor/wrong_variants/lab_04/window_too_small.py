@@ -9,7 +9,7 @@ re-decoded, growing with the stream.
 """
 
 from mini_vllm.labs import load_lab
-from mini_vllm.tokenizer_base import REPLACEMENT_CHAR
+from mini_vllm.tokenizers.base import REPLACEMENT_CHAR
 
 _solution = load_lab("lab-04", "solution")
 

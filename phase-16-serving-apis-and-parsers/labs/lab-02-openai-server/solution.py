@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mini_vllm.byte_tokenizer import ByteTokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab02 import StepOutput  # given: the lab's value types
 from mini_vllm.sampling import SamplingParams
-from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.tokenizers.base import Tokenizer
+from mini_vllm.tokenizers.byte import ByteTokenizer
 
 
 class OutputPipeline:

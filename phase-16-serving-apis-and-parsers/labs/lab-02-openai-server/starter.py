@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mini_vllm.byte_tokenizer import ByteTokenizer  # noqa: F401 (to pick the right detokenizer)
 from mini_vllm.labs import load_lab  # noqa: F401 (to load labs 01, 03, 04, 05 and 06)
 from mini_vllm.labtypes.lab02 import StepOutput  # given: the lab's value types
 from mini_vllm.sampling import SamplingParams
-from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.tokenizers.base import Tokenizer
+from mini_vllm.tokenizers.byte import ByteTokenizer  # noqa: F401 (to pick the right detokenizer)
 
 
 class OutputPipeline:

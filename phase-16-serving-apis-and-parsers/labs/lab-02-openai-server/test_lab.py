@@ -33,7 +33,7 @@ from mini_vllm.testing.replay import replay_pipeline
 from mini_vllm.testing.strategies import WrittenReply, written_tool_call_replies
 from mini_vllm.testing.stream_oracle import ExpectedStream, decodes_like_sentencepiece, expected_stream
 from mini_vllm.testing.trace import Step, format_trace
-from mini_vllm.tokenizer_base import encode_continuation
+from mini_vllm.tokenizers.base import encode_continuation
 from mini_vllm.toy_model import (
     ANSWER,
     OSAKA_CALL,

@@ -7,7 +7,7 @@ last three bytes alone, so the held part never grows past three bytes.
 
 from __future__ import annotations
 
-from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.tokenizers.base import Tokenizer
 
 # For the lead bytes that open a 3- or 4-byte sequence, RFC 3629 narrows the range of
 # the *second* byte: anything else would be an overlong form (E0, F0), a UTF-16

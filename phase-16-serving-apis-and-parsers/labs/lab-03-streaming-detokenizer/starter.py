@@ -7,7 +7,7 @@ Fill in the three tasks below (see README.md, "Your task"). Run the tests with:
 
 from __future__ import annotations
 
-from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.tokenizers.base import Tokenizer
 
 
 def utf8_expected_len(lead_byte: int) -> int:

@@ -445,7 +445,7 @@ def test_spm_output_is_the_raw_bytes_so_the_first_space_stays() -> None:
 @pytest.mark.control
 def test_spm_server_needs_decode_not_bytes() -> None:
     """The difference is real: the tokenizers library itself strips that first space."""
-    from mini_vllm.hf import hf_spm_tokenizer
+    from mini_vllm.tokenizers.hf import hf_spm_tokenizer
 
     hf = hf_spm_tokenizer()
     ids = hf.encode("This is it", add_special_tokens=False).ids

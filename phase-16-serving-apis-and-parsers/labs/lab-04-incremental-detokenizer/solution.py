@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mini_vllm.tokenizer_base import REPLACEMENT_CHAR, Tokenizer
+from mini_vllm.tokenizers.base import REPLACEMENT_CHAR, Tokenizer
 
 # An unfinished character is at most 3 bytes, and every token holds at least one byte, so it
 # lies within the last 3 tokens. Pending text longer than that holds something final.

@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 from tokenizers.decoders import DecodeStream
 
 from mini_vllm import TOKENIZER_FAMILIES, Tokenizer, load_tokenizer
-from mini_vllm.hf import HFTokenizer, hf_bpe_tokenizer, hf_spm_tokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.sandbox import each
 from mini_vllm.testing.strategies import multilingual_text
 from mini_vllm.testing.stream_oracle import ExpectedStream, expected_stream, utf8_units
 from mini_vllm.testing.tokenizers import CountingTokenizer, PieceTokenizer
 from mini_vllm.testing.trace import Step, format_trace, quote
+from mini_vllm.tokenizers.hf import HFTokenizer, hf_bpe_tokenizer, hf_spm_tokenizer
 
 lab = load_lab("lab-04")
 

@@ -21,7 +21,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from openai.lib.streaming.responses._responses import ResponseStreamState
 
-from mini_vllm.families import TOKENIZER_FAMILIES
 from mini_vllm.labs import load_lab, reference_lab
 from mini_vllm.sandbox import each
 from mini_vllm.testing.events import (
@@ -37,6 +36,7 @@ from mini_vllm.testing.events import (
 from mini_vllm.testing.recorded import value_types
 from mini_vllm.testing.replies import ReplyRun, TextRun, reply_run, text_runs
 from mini_vllm.testing.replies import reference_stream as recorded_stream
+from mini_vllm.tokenizers.families import TOKENIZER_FAMILIES
 from mini_vllm.toy_model import OSAKA_CALL, PARIS_CALL, WEATHER_CALL
 
 lab = load_lab("lab-07")

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mini_vllm import load_tokenizer
-from mini_vllm.grammar import regex_to_chars, schema_to_regex
+from mini_vllm.grammars.grammar import regex_to_chars, schema_to_regex
 from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab08 import DEAD, ByteAutomaton, CharAutomaton, TokenRejected, Vocabulary
 from mini_vllm.sandbox.probes import install as install_probe

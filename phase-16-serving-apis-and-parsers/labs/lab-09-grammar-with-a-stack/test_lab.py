@@ -23,9 +23,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mini_vllm import load_tokenizer
+from mini_vllm.grammars.stack_grammar import JSON_OBJECT, grammar_size, lexeme_automaton, schema_to_grammar
 from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
-from mini_vllm.stack_grammar import JSON_OBJECT, grammar_size, lexeme_automaton, schema_to_grammar
 from mini_vllm.testing.masks import mask_difference, mask_text
 from mini_vllm.testing.stack import (
     GuidanceGrammarOracle,
@@ -744,7 +744,7 @@ def test_llguidance_masked_toy_model_validates() -> None:
 @pytest.mark.control
 def test_grammar_is_linear_in_depth_where_the_regex_doubles() -> None:
     """lab-08's way writes each level of arrays into the regex twice over; the grammar adds a few rules per level."""
-    from mini_vllm.grammar import schema_to_regex
+    from mini_vllm.grammars.grammar import schema_to_regex
 
     sizes = {d: grammar_size(schema_to_grammar(nested_arrays(d))) for d in (2, 4, 8, 20)}
     steps = {sizes[4] - sizes[2], (sizes[8] - sizes[4]) // 2, (sizes[20] - sizes[8]) // 6}

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mini_vllm.api_errors import ApiError
-from mini_vllm.grammar import schema_to_regex
-from mini_vllm.schema_grammar import Sentence, json_object_sentence, schema_sentence, sentence_grammar
-from mini_vllm.schema_regex import NeedsStack, TooManyStates, UnsupportedSchema
+from mini_vllm.api.errors import ApiError
+from mini_vllm.grammars.grammar import schema_to_regex
+from mini_vllm.grammars.schema_grammar import Sentence, json_object_sentence, schema_sentence, sentence_grammar
+from mini_vllm.grammars.schema_regex import NeedsStack, TooManyStates, UnsupportedSchema
 
 # JSON mode (``json_object``) promises a JSON object, no schema: any JSON object, nested as deep as the
 # reply goes, which only a grammar with a stack holds (lab-09). While lab-09 is still the starter's

@@ -26,16 +26,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
-from mini_vllm.api_errors import ApiError
-from mini_vllm.api_models import MAX_MESSAGES, MAX_STOP_CHARS, MAX_TOOLS, Strict, refuse
-from mini_vllm.constraints import (
+from mini_vllm.api.errors import ApiError
+from mini_vllm.api.models import MAX_MESSAGES, MAX_STOP_CHARS, MAX_TOOLS, Strict, refuse
+from mini_vllm.api.protocol import GenerationRequest, check_unicode, orphan_result
+from mini_vllm.grammars.constraints import (
     Constraint,
     json_object_constraint,
     refuse_stop,
     schema_constraint,
     tool_call_constraint,
 )
-from mini_vllm.protocol import GenerationRequest, check_unicode, orphan_result
 
 # ----------------------------------------------------------------- OpenAI Responses
 

@@ -30,9 +30,9 @@ from mistral_common.tokens.tokenizers.sentencepiece import SentencePieceTokenize
 from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 from sentencepiece import SentencePieceProcessor, sentencepiece_model_pb2
 
-from mini_vllm.bpe_tokenizer import byte_to_unicode
-from mini_vllm.spm_tokenizer import METASPACE, metaspace_token_bytes
-from mini_vllm.tokenizer_base import check_token_id, split_on_special
+from mini_vllm.tokenizers.base import check_token_id, split_on_special
+from mini_vllm.tokenizers.bpe import byte_to_unicode
+from mini_vllm.tokenizers.spm import METASPACE, metaspace_token_bytes
 
 WHEEL_DATA = Path(mistral_common.__file__).resolve().parent / "data"
 MISTRAL_7B_V01 = WHEEL_DATA / "tokenizer.model.v1"

@@ -2,7 +2,7 @@
 
 The labs are written against this small protocol, with the method names Hugging Face
 and tiktoken use, so the same lab code runs on mini_vllm's tokenizers and on a real
-``tokenizers.Tokenizer`` (through :class:`mini_vllm.hf.HFTokenizer`).
+``tokenizers.Tokenizer`` (through :class:`mini_vllm.tokenizers.hf.HFTokenizer`).
 """
 
 from __future__ import annotations

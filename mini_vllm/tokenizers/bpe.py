@@ -13,7 +13,7 @@ which is why the streaming labs exist.
 
 :class:`MergeTokenizer` holds what every BPE family shares (the vocabulary, the merge
 loop, special tokens, id checks); :class:`BPETokenizer` adds the byte-level parts, and
-:mod:`mini_vllm.spm_tokenizer` the SentencePiece ones.
+:mod:`mini_vllm.tokenizers.spm` the SentencePiece ones.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any
 
 import regex
 
-from mini_vllm.tokenizer_base import check_token_id, split_on_special
+from mini_vllm.tokenizers.base import check_token_id, split_on_special
 
-SHIPPED_TOKENIZER = Path(__file__).resolve().parent / "data" / "tokenizer.json"
+SHIPPED_TOKENIZER = Path(__file__).resolve().parent.parent / "data" / "tokenizer.json"
 
 # The pre-tokenizer pattern of GPT-2, which Hugging Face's ByteLevel pre-tokenizer uses.
 GPT2_SPLIT = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")

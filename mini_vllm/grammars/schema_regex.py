@@ -7,7 +7,7 @@ that cannot be written as a regular expression exactly is refused, never loosene
 What is served: ``type`` (one name, or a list such as ``["string", "null"]``); ``enum`` and
 ``const`` of any JSON value, each checked against the rest of its schema; ``anyOf``;
 ``$ref`` to ``#/$defs/...`` (or ``#/definitions/...``) that does not recurse (a recursive one, or ``#``,
-raises :class:`NeedsStack`: :mod:`mini_vllm.schema_grammar` writes it as a grammar with a stack, as it
+raises :class:`NeedsStack`: :mod:`mini_vllm.grammars.schema_grammar` writes it as a grammar with a stack, as it
 may a schema whose regex would pass its size limit, :class:`TooManyStates`); objects'
 ``properties``, ``required`` (each name must be a property) and ``additionalProperties``
 (no other property is ever written, which any value of it allows); strings' ``minLength`` /
@@ -44,7 +44,7 @@ LIMITS = {
     "maxItems": 32,  # minItems / maxItems of an array
     "anyOf": 16,  # branches of one anyOf or type list
     "grammar_states": 20_000,  # the automaton's estimated size (positions of the regular expression)
-    "grammar_symbols": 2_000,  # rules and lexemes of a grammar with a stack (mini_vllm.schema_grammar)
+    "grammar_symbols": 2_000,  # rules and lexemes of a grammar with a stack (mini_vllm.grammars.schema_grammar)
     "integer_digits": 18,  # digits of an integer bound
 }
 ANNOTATIONS = frozenset({"title", "description", "$schema", "$id", "$comment", "default", "examples",
@@ -87,12 +87,14 @@ class UnsupportedSchema(ValueError):
 
 
 class NeedsStack(UnsupportedSchema):
-    """A recursive ``$ref``: no regular expression holds it (:mod:`mini_vllm.schema_grammar` writes its grammar)."""
+    """A recursive ``$ref``: no regular expression holds it (:mod:`mini_vllm.grammars.schema_grammar` writes its
+    grammar)."""
 
 
 class TooManyStates(UnsupportedSchema):
     """The regular expression would pass ``grammar_states``: nesting and counted repeats copy what they hold, where
-    a grammar with a stack writes it once (:mod:`mini_vllm.schema_grammar` may serve it within its own limits)."""
+    a grammar with a stack writes it once (:mod:`mini_vllm.grammars.schema_grammar` may serve it within its own
+    limits)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mini_vllm.tokenizer_base import check_token_id, split_on_special
+from mini_vllm.tokenizers.base import check_token_id, split_on_special
 
 SPECIAL_TOKENS: tuple[str, ...] = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 

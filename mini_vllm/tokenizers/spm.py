@@ -1,7 +1,7 @@
 """A Llama-style SentencePiece BPE tokenizer in plain Python (the ``spm`` family).
 
 It reads a Hugging Face ``tokenizer.json`` built the way Llama 2 and Mistral files are,
-and shares the merge loop and the protocol with :mod:`mini_vllm.bpe_tokenizer`. What
+and shares the merge loop and the protocol with :mod:`mini_vllm.tokenizers.bpe`. What
 differs from byte-level BPE:
 
 - **Spaces are ``▁``.** Every space becomes ``▁`` (U+2581) and is glued to the word
@@ -24,10 +24,10 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from mini_vllm.bpe_tokenizer import BPEFile, MergeTokenizer
-from mini_vllm.tokenizer_base import REPLACEMENT_CHAR
+from mini_vllm.tokenizers.base import REPLACEMENT_CHAR
+from mini_vllm.tokenizers.bpe import BPEFile, MergeTokenizer
 
-SHIPPED_SPM_TOKENIZER = Path(__file__).resolve().parent / "data" / "spm_tokenizer.json"
+SHIPPED_SPM_TOKENIZER = Path(__file__).resolve().parent.parent / "data" / "spm_tokenizer.json"
 METASPACE = "\u2581"  # ▁
 BYTE_TOKEN = re.compile(r"<0x([0-9A-F]{2})>")
 # Metaspace splitting: each ▁ starts a new word (SentencePiece's "merged with next").

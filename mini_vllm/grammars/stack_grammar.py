@@ -29,7 +29,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from mini_vllm.grammar import UnsupportedSchema
+from mini_vllm.grammars.grammar import UnsupportedSchema
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
 
 SUPPORTED_KEYWORDS = frozenset({
@@ -62,7 +62,7 @@ def _leaf_regex(leaf_json: str) -> str:
 @functools.cache
 def lexeme_automaton(regex: str) -> Any:
     """The byte automaton of a lexeme: outlines-core's DFA of the regex over bytes (lab-08's test kit reads it back)."""
-    from mini_vllm.testing.structured import library_grammar
+    from mini_vllm.grammars.library import library_grammar
 
     return library_grammar(regex, ended=True).automaton
 

@@ -5,20 +5,20 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from mini_vllm.bpe_tokenizer import BPETokenizer
-from mini_vllm.byte_tokenizer import ByteTokenizer
-from mini_vllm.spm_tokenizer import SentencePieceBPETokenizer
-from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.tokenizers.base import Tokenizer
+from mini_vllm.tokenizers.bpe import BPETokenizer
+from mini_vllm.tokenizers.byte import ByteTokenizer
+from mini_vllm.tokenizers.spm import SentencePieceBPETokenizer
 
 
 def _mistral() -> Tokenizer:
-    from mini_vllm.mistral_tokenizers import load_mistral  # importing mistral-common takes a second: only on demand
+    from mini_vllm.tokenizers.mistral import load_mistral  # importing mistral-common takes a second: only on demand
 
     return load_mistral()
 
 
 def _tekken() -> Tokenizer:
-    from mini_vllm.mistral_tokenizers import load_tekken
+    from mini_vllm.tokenizers.mistral import load_tekken
 
     return load_tekken()
 

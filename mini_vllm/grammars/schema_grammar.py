@@ -1,17 +1,17 @@
 """JSON Schema -> lab-09's grammar over lexemes, for what no regular expression holds: recursion and any JSON.
 
-The server writes a schema as one regular expression (:mod:`mini_vllm.schema_regex`, lab-08's path)
+The server writes a schema as one regular expression (:mod:`mini_vllm.grammars.schema_regex`, lab-08's path)
 whenever it can. Two requests cannot be written so: a recursive ``$ref`` (a tree, a linked list,
-``#`` itself), which the regex writer signals with :class:`~mini_vllm.schema_regex.NeedsStack`, and
+``#`` itself), which the regex writer signals with :class:`~mini_vllm.grammars.schema_regex.NeedsStack`, and
 ``json_object``, any JSON object nested as deep as the reply goes; a third should not be, a schema
-whose regex would pass its size estimate (:class:`~mini_vllm.schema_regex.TooManyStates`: each level
+whose regex would pass its size estimate (:class:`~mini_vllm.grammars.schema_regex.TooManyStates`: each level
 of nesting copies what it holds). For those the server asks lab-09's parser, and this module writes
 its grammar: the leaves stay regular (each string, number, literal,
 key and punctuation mark is a lexeme) and the nesting between them becomes rules.
 
 A schema is *read* exactly as the regex writer reads it (the same keywords, checks and published
 limits, the same regular expression for each leaf, each leaf's size estimate included), and its
-structure is written by lab-09's given builder (:mod:`mini_vllm.stack_grammar`: properties in order,
+structure is written by lab-09's given builder (:mod:`mini_vllm.grammars.stack_grammar`: properties in order,
 lists left-recursive, a ``$ref`` a nonterminal named before it is written). What a stack changes:
 
 - a ``$ref`` is written once however often it is used, so recursion and sharing cost nothing;
@@ -24,7 +24,7 @@ lists left-recursive, a ``$ref`` a nonterminal named before it is written). What
   kind again) is dropped, and a schema left with nothing is refused: no value satisfies it.
 
 Whitespace is lab-09's: at most one space, after ``:`` and after ``,`` (as ``json.dumps`` writes).
-Past :data:`~mini_vllm.schema_regex.LIMITS`' ``grammar_symbols`` (rules and lexemes together) a
+Past :data:`~mini_vllm.grammars.schema_regex.LIMITS`' ``grammar_symbols`` (rules and lexemes together) a
 schema is refused before any automaton exists, like every other limit.
 
 A request's grammar is a :data:`Sentence`: alternatives, each a sequence of literal text and
@@ -36,9 +36,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mini_vllm.grammars.schema_regex import (
+    KEYWORDS,
+    LIMITS,
+    TYPES,
+    UnsupportedSchema,
+    _Compiler,
+    _pointer,
+    alt,
+    literal,
+)
+from mini_vllm.grammars.stack_grammar import JSON_OBJECT, _Builder, _meta_escape
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
-from mini_vllm.schema_regex import KEYWORDS, LIMITS, TYPES, UnsupportedSchema, _Compiler, _pointer, alt, literal
-from mini_vllm.stack_grammar import JSON_OBJECT, _Builder, _meta_escape
 
 __all__ = ["JSON_OBJECT", "Part", "Sentence", "json_object_sentence", "schema_sentence", "sentence_grammar"]
 

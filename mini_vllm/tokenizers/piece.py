@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mini_vllm.tokenizer_base import check_token_id
+from mini_vllm.tokenizers.base import check_token_id
 
 
 class PieceTokenizer:

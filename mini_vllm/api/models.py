@@ -11,7 +11,7 @@ type and range, in one of three kinds:
 - **refused**: a feature the toy model cannot honestly provide (``logprobs``,
   audio ...): a 400 naming it, never a reply that pretends. ``response_format`` (``json_schema``,
   ``json_object``) and ``tool_choice: required`` / a named function are honoured by constrained
-  decoding (lab-08, and lab-09 where a stack is needed: ``mini_vllm.constraints``); a schema keyword outside
+  decoding (lab-08, and lab-09 where a stack is needed: ``mini_vllm.grammars.constraints``); a schema keyword outside
   the supported subset is a 400.
 
 Unknown fields are a 400 too (``extra="forbid"``), as OpenAI answers them, and ``strict=True``
@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema, field_validator
 
-from mini_vllm.constraints import Constraint, json_object_constraint, schema_constraint, tool_call_constraint
+from mini_vllm.grammars.constraints import Constraint, json_object_constraint, schema_constraint, tool_call_constraint
 
 NOT_SCRIPTABLE = "the toy model's replies are scripted"
 

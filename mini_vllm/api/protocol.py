@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from mini_vllm.api_errors import ApiError
-from mini_vllm.api_models import AssistantMessage, ChatCompletionRequest, CompletionRequest, ToolMessage, message_text
-from mini_vllm.constraints import Constraint, refuse_stop
+from mini_vllm.api.errors import ApiError
+from mini_vllm.api.models import AssistantMessage, ChatCompletionRequest, CompletionRequest, ToolMessage, message_text
+from mini_vllm.grammars.constraints import Constraint, refuse_stop
 from mini_vllm.sampling import InvalidRequest, SamplingParams
 
 __all__ = ["ApiError", "GenerationRequest", "check_model", "context_exceeded", "from_chat", "from_completion"]

@@ -1,7 +1,7 @@
 """Bridges to Hugging Face ``tokenizers``: the real library the course checks itself against.
 
 - :func:`hf_byte_tokenizer` builds a ``tokenizers.Tokenizer`` with the same ids as
-  :class:`~mini_vllm.byte_tokenizer.ByteTokenizer` (so ``DecodeStream`` can run on
+  :class:`~mini_vllm.tokenizers.byte.ByteTokenizer` (so ``DecodeStream`` can run on
   the exact byte stream the labs see);
 - :func:`hf_bpe_tokenizer` loads the shipped ``tokenizer.json`` with the real library,
   :func:`hf_spm_tokenizer` the shipped SentencePiece-style ``spm_tokenizer.json``;
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-from mini_vllm.bpe_tokenizer import SHIPPED_TOKENIZER, byte_to_unicode
-from mini_vllm.byte_tokenizer import SPECIAL_TOKENS
-from mini_vllm.spm_tokenizer import SHIPPED_SPM_TOKENIZER, metaspace_token_bytes
-from mini_vllm.tokenizer_base import check_token_id
+from mini_vllm.tokenizers.base import check_token_id
+from mini_vllm.tokenizers.bpe import SHIPPED_TOKENIZER, byte_to_unicode
+from mini_vllm.tokenizers.byte import SPECIAL_TOKENS
+from mini_vllm.tokenizers.spm import SHIPPED_SPM_TOKENIZER, metaspace_token_bytes
 
 
 def hf_byte_tokenizer() -> Tokenizer:
@@ -58,7 +58,7 @@ def hf_mistral_tokenizer() -> Tokenizer:
     """
     from sentencepiece import SentencePieceProcessor
 
-    from mini_vllm.mistral_tokenizers import MISTRAL_7B_V01, load_mistral  # mistral-common is slow to import
+    from mini_vllm.tokenizers.mistral import MISTRAL_7B_V01, load_mistral  # mistral-common is slow to import
 
     vendor = load_mistral()
     model = SentencePieceProcessor(model_file=str(MISTRAL_7B_V01))
@@ -87,7 +87,7 @@ def hf_tekken_tokenizer() -> Tokenizer:
     Each token's bytes are spelled with the GPT-2 byte map under the same id, the 1,000 special
     tokens come first, and the decoder is ByteLevel. Built for decoding only (no merges).
     """
-    from mini_vllm.mistral_tokenizers import load_tekken
+    from mini_vllm.tokenizers.mistral import load_tekken
 
     vendor = load_tekken()
     tokens = vendor.convert_ids_to_tokens(range(vendor.vocab_size))  # specials as text, the rest GPT-2 spelled

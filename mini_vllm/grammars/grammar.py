@@ -4,7 +4,7 @@ Two well-kept libraries do the work; this module only checks the schema against 
 the course supports and turns the libraries' answers into plain data
 (:class:`~mini_vllm.labtypes.lab08.CharAutomaton`, :class:`~mini_vllm.labtypes.lab08.Vocabulary`):
 
-- :mod:`mini_vllm.schema_regex` writes the regular expression (the server's own writer: it
+- :mod:`mini_vllm.grammars.schema_regex` writes the regular expression (the server's own writer: it
   checks limits first and escapes property names; outlines-core's serves a looser subset);
 - ``interegular`` compiles it to a deterministic automaton whose transitions are character
   classes, which become sorted code-point ranges here.
@@ -18,10 +18,10 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from mini_vllm import schema_regex
+from mini_vllm.grammars import schema_regex
+from mini_vllm.grammars.schema_regex import UnsupportedSchema
 from mini_vllm.labtypes.lab08 import CharAutomaton, Vocabulary
-from mini_vllm.schema_regex import UnsupportedSchema
-from mini_vllm.tokenizer_base import Tokenizer
+from mini_vllm.tokenizers.base import Tokenizer
 
 __all__ = ["UnsupportedSchema", "regex_to_chars", "schema_to_chars", "schema_to_regex", "vocabulary_of"]
 
@@ -31,7 +31,7 @@ MAX_CODE_POINT = 0x10FFFF
 def schema_to_regex(schema: dict[str, Any]) -> str:
     """The regular expression whose strings are exactly the compact JSON texts ``schema`` allows.
 
-    Written by :mod:`mini_vllm.schema_regex`, which checks the schema against the server's
+    Written by :mod:`mini_vllm.grammars.schema_regex`, which checks the schema against the server's
     limits first (its ``UnsupportedSchema`` names the keyword). Objects list their properties
     in the schema's order (required or not), with at most one space around ``:`` and ``,``.
     """

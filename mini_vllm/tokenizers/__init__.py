@@ -1,0 +1,1 @@
+"""The tokenizer families: one protocol, five vocabularies, one door (``families.load_tokenizer``)."""
