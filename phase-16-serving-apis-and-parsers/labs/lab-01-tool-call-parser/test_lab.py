@@ -977,6 +977,11 @@ def check_cost_inside_one_long_argument(counter: Any, chunks: list[str], argumen
     for first in range(0, len(chunks), 32):  # 32 deltas per crossing of the sandbox, then a look at the count
         batch = chunks[first : first + 32]
         streamed += [d.arguments_fragment for message in each(parser.feed, batch) for d in message.tool_call_deltas]
+        so_far = "".join(streamed)  # the answer before the count: it only means something for a parser that is right
+        assert arguments_text.startswith(so_far), (
+            f"the arguments stream as fragments of the text the model wrote, never retracted: after "
+            f"{deltas + len(batch):,} deltas the fragments join to {quote(so_far[-60:])} (its end), which is not "
+            f"how the arguments {quote(arguments_text[:60])}… go on")
         fed += sum(map(len, batch))
         deltas += len(batch)
         # Checked as the stream goes: a parser that re-reads the call so far fails after a few

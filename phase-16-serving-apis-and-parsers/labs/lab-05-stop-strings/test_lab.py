@@ -564,6 +564,13 @@ def test_a_token_costs_no_more_than_the_longest_stop_however_many_stops() -> Non
     for number, chunk in enumerate(chunks, start=1):
         shown += checker.feed(chunk)
         fed += chunk
+        problem = stream_problem(fed, plain, False, shown, checker)
+        assert problem is None, (
+            f"after {number} chunks the text shown must be exactly what the rule allows (checked before the count: "
+            f"it only means something for a checker that is right): read the stops by indexing, slicing or their own "
+            f"methods, as these are counted; a str function handed a stop (text.endswith(stop)) reads what the count "
+            f"cannot see. "
+            f"{problem}")
         budget = 2 * longest * number + 8 * len(stops) * len(fed)
         assert CountingStop.read <= budget, (
             f"feeding {number} chunks ({len(fed)} characters) against {len(stops)} stops of {longest} characters "
@@ -571,12 +578,6 @@ def test_a_token_costs_no_more_than_the_longest_stop_however_many_stops() -> Non
             f"per chunk, 8 per stop per character fed). Testing every length of every stop again on each chunk "
             f"costs a stop's length squared per token: keep, per stop, how much of it the text ends with, and move "
             f"that count a character at a time")
-        problem = stream_problem(fed, plain, False, shown, checker)
-        assert problem is None, (
-            f"after {number} chunks the text shown must be exactly what the rule allows (the count only means "
-            f"something for a checker that is right): read the stops by indexing, slicing or their own methods, as "
-            f"these are counted; a str function handed a stop (text.endswith(stop)) reads what the count cannot see. "
-            f"{problem}")
 
 
 # -------------------------------------------------------------------- task 3: flush

@@ -488,16 +488,60 @@ def test_fifty_random_slicings() -> None:
             f"content {quote(expected[1])}", chunks)
 
 
+class LongReply:
+    """A long reply ``<think>`` + reasoning + ``</think>`` + content, in which no tag starts but those two:
+    what each feed must show is known without re-reading the whole text (the memory test feeds MiBs).
+
+    Each delta is checked as it comes: never wrong (each channel grows as the reply's own text), never
+    late (only the longest tag's length minus one can be held: the ambiguous suffix).
+    """
+
+    HOLD = max(len(START), len(END), len(TOOL)) - 1
+
+    def __init__(self, reasoning: str, content: str) -> None:
+        for text in (reasoning, content):
+            assert not any(tag in text for tag in (START, END, TOOL)), "test bug: a tag inside the long reply"
+        self.reasoning, self.content = reasoning, content
+        self.fed = self.shown_reasoning = self.shown_content = 0
+
+    def problem(self, chunks: Sequence[str], deltas: Sequence[Any]) -> str | None:
+        rule = "streaming shows each channel as the reply wrote it, holding only a possible tag:"
+        for chunk, delta in zip(chunks, deltas, strict=True):
+            self.fed += len(chunk)
+            for channel, text, shown in (("reasoning", self.reasoning, self.shown_reasoning),
+                                         ("content", self.content, self.shown_content)):
+                got = getattr(delta, channel)
+                if not (isinstance(got, str) and text.startswith(got, shown)):
+                    return (f"{rule} after {self.fed:,} characters fed, the {channel} delta {quote(str(got)[:60])} "
+                            f"is not how the {channel} goes on ({quote(text[shown : shown + 60])}); the rule says "
+                            "the channel's text as written, never re-sent or dropped")
+            self.shown_reasoning += len(delta.reasoning)
+            self.shown_content += len(delta.content)
+            due_reasoning = min(self.fed - len(START), len(self.reasoning)) - self.HOLD
+            due_content = self.fed - len(START) - len(self.reasoning) - len(END) - self.HOLD
+            for channel, shown, due in (("reasoning", self.shown_reasoning, due_reasoning),
+                                        ("content", self.shown_content, due_content)):
+                if shown < due:
+                    return (f"{rule} after {self.fed:,} characters fed only {shown:,} of {channel} were shown, but "
+                            f"nothing before the last {self.HOLD} characters can still become a tag: at least "
+                            f"{due:,} are due")
+        return None
+
+
 @pytest.mark.task(2)
 @pytest.mark.parametrize("chunk_size", [1, 16])
 def test_cost_per_character_does_not_grow(chunk_size: int) -> None:
-    """Count what the parser keeps between feeds: a feed can only re-scan what was kept."""
-    reply = "<think>" + "plan </thi x <tool y </ " * 2000 + "</think>" + "answer </th z </b> " * 2000
+    """Count what the parser keeps between feeds (a feed can only re-scan what was kept), once each delta
+    is checked: a count only means something for a parser that shows the right text."""
+    thought, answer = "plan </thi x <tool y </ ", "answer </th z </b> "
+    reply = START + thought * 2000 + END + answer * 2000
     if isinstance(lab, ModuleType):  # here: count what the parser's attributes hold
-        p = parser()
+        p, check = parser(), LongReply(thought * 2000, answer * 2000)
         starts = range(0, len(reply), chunk_size)
         for first in range(0, len(starts), 97):  # 97 feeds at a time, then a look
-            each(p.feed, [reply[start : start + chunk_size] for start in starts[first : first + 97]])
+            chunks = [reply[start : start + chunk_size] for start in starts[first : first + 97]]
+            problem = check.problem(chunks, each(p.feed, chunks))
+            assert problem is None, problem
             start = starts[min(first + 97, len(starts)) - 1]
             kept = characters_kept(p)  # checked as it goes, so a parser that keeps the history fails fast
             assert kept <= 200, (f"after feeding {start + chunk_size:,} characters the parser keeps {kept:,}: "
@@ -508,12 +552,17 @@ def test_cost_per_character_does_not_grow(chunk_size: int) -> None:
     # counted from before the file was imported, so memory set aside early and given back later hides nothing.
     lab.restart()
     p = parser()
-    each(p.feed, [reply[start : start + chunk_size] for start in range(0, 4000, chunk_size)])
-    reasoning, content = "plan </thi x <tool y </ " * 2730, "answer </th z </b> " * 3450  # 64 KiB each
+    reasoning, content = thought * 2730, answer * 3450  # 64 KiB each
+    first = [reply[start : start + chunk_size] for start in range(0, 4000, chunk_size)]
+    check = LongReply(reply[len(START) : 4000] + reasoning * 96, content * 96)
+    problem = check.problem(first, each(p.feed, first))
+    assert problem is None, problem
     fed = 0
-    for part, times in ((reasoning, 96), ("</think>", 1), (content, 96)):  # 12 MiB in all
+    for part, times in ((reasoning, 96), (END, 1), (content, 96)):  # 12 MiB in all
         for _ in range(0, times, 4):
-            each(p.feed, [part] * min(4, times))
+            chunks = [part] * min(4, times)
+            problem = check.problem(chunks, each(p.feed, chunks))  # every delta, before any memory is read
+            assert problem is None, problem
             fed += min(4, times) * len(part)
             held = lab.memory_in_use()
             assert held <= 6 * 2**20, (

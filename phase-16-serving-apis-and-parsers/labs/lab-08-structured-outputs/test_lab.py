@@ -575,18 +575,34 @@ def test_index_counts_its_build_work_and_size() -> None:
     automaton = oracle_automaton(regex_of("two-byte-only"))  # small: in the grading sandbox every step is served
     counting = CountingAutomaton(automaton)
     index = lab.TokenIndex(counting, vocab)
+    steps = counting.steps  # the build's work (the checks below read masks, which step nothing)
+    problem = index_problem([list(index.allowed(s)) for s in range(automaton.num_states)],
+                            regex_of("two-byte-only"), vocab, outlines_index(regex_of("two-byte-only"), "bpe"))
+    assert problem is None, problem
     budget = sum(trie_steps(automaton, vocab, s) for s in range(automaton.num_states))
     stats = index.stats
     assert stats.states == automaton.num_states, f"stats.states is the number of states indexed: {stats.states}"
-    assert stats.steps == counting.steps, (
-        f"stats.steps must count the automaton steps the build took: the automaton counted {counting.steps}, "
+    assert stats.steps == steps, (
+        f"stats.steps must count the automaton steps the build took: the automaton counted {steps}, "
         f"you report {stats.steps}")
-    assert counting.steps <= budget, (
-        f"building the index is a pruned trie walk per state at most ({budget} steps); you took {counting.steps}")
+    assert steps <= budget, (
+        f"building the index is a pruned trie walk per state at most ({budget} steps); you took {steps}")
     distinct = {tuple(index.allowed(s)) for s in range(automaton.num_states)}
     assert stats.entries == sum(len(m) for m in distinct), (
         f"stats.entries counts the ids of each distinct mask once: {len(distinct)} distinct masks hold "
         f"{sum(len(m) for m in distinct)} ids, you report {stats.entries} entries")
+
+
+def index_problem(masks: list[list[int]], regex: str, vocab: Vocabulary, oracle: OutlinesOracle) -> str | None:
+    """The answer before any count: each state's mask, as the index gives it, against outlines-core's."""
+    grammar = library_grammar(regex)
+    for state, mine in enumerate(masks):
+        want = oracle.mask_at(grammar, state)
+        if mine != want:
+            return (f"the index holds each state's mask, and a count only means something for an index that is "
+                    f"right: at state {state} of {len(masks)} (regex {regex[:40]!r}…), "
+                    f"{mask_difference(mine, want, vocab)}")
+    return None
 
 
 @functools.cache
@@ -610,10 +626,13 @@ SHARED_INDEX_MIB = 30  # the grading process may hold this much more than before
 def test_index_stores_each_distinct_mask_once() -> None:
     """States that allow the same tokens share one list; measured where your code cannot change the figure."""
     vocab = lowercase_vocabulary()
-    automaton = oracle_automaton(r'\["[a-z]*"(, "[a-z]*"){' + str(STRINGS_IN_A_ROW - 1) + r'}\]')
+    regex = r'\["[a-z]*"(, "[a-z]*"){' + str(STRINGS_IN_A_ROW - 1) + r'}\]'
+    automaton = oracle_automaton(regex)
     if isinstance(lab, ModuleType):  # here, in the tests' own process: count the integers the index holds
         index = lab.TokenIndex(automaton, vocab)
         masks = [index.allowed(s) for s in range(automaton.num_states)]
+        problem = index_problem([list(m) for m in masks], regex, vocab, OutlinesOracle(regex, vocab))
+        assert problem is None, problem  # every mask right, before any integer is counted
         distinct = {tuple(m) for m in masks}
         shared = sum(len(m) for m in distinct)
         held = int(install_probe(lab, "Introspection").integers_kept(index))
@@ -630,6 +649,8 @@ def test_index_stores_each_distinct_mask_once() -> None:
     lab.restart()
     index = lab.TokenIndex(automaton, vocab)
     masks = [list(index.allowed(s)) for s in range(automaton.num_states)]
+    problem = index_problem(masks, regex, vocab, OutlinesOracle(regex, vocab))
+    assert problem is None, problem  # every mask right, before the memory is read
     held = lab.memory_in_use()
     distinct = {tuple(m) for m in masks}
     copies = 8 * sum(len(m) for m in masks)  # a list of n ids holds n 8-byte references
