@@ -11,7 +11,9 @@ that empirically, for one lab:
 2. Each public function and class of the kit (every shipped module of ``mini_vllm/testing`` and
    the lab's own test module) is then put in the task's place and given the same calls: a
    function the same arguments; a class the same constructor arguments and, in order, the same
-   method calls. Exceptions and a per-call time limit end a candidate's run of a test.
+   method calls. A kit function is also pasted into each method of a task's class (the constructor's
+   arguments first, then the method's: :func:`pasted_into`). Exceptions and a per-call time limit end a
+   candidate's run of a test.
 3. A candidate that agrees with the reference on every call of some test (of at least
    :data:`MIN_CALLS` calls, so that a lucky constant does not count) would pass that test: it is
    written to the report with the test's name.
@@ -319,15 +321,41 @@ def agrees_on_class(candidate: Any, lives: list[list[Any]]) -> bool:
     return True
 
 
+def pasted_into(function: Any, method: str) -> type:
+    """``function`` pasted into a class as its ``method``: the class keeps its constructor's arguments and the
+    method hands them to the function, before the method's own (lab-09's ``LexerCache(grammar, vocab).split(
+    state)`` as ``lexer_split(grammar, vocab, state)``, plus a dict: what a student who pastes a kit function
+    into the starter writes around it)."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        self.pasted_args, self.pasted_kwargs = args, kwargs
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return function(*self.pasted_args, *args, **{**self.pasted_kwargs, **kwargs})
+
+    return type(f"Pasted_{method}", (), {"__init__": __init__, method: call})
+
+
+def _tried_as(target_methods: list[str], candidates: dict[str, Any], is_class: bool) -> Iterator[tuple[str, Any]]:
+    """The candidates for one target: like for like, and for a class each kit function pasted into each method."""
+    for label, candidate in candidates.items():
+        if inspect.isclass(candidate) == is_class:
+            yield label, candidate
+    if is_class:
+        for label, candidate in candidates.items():
+            if inspect.isfunction(candidate):
+                for method in target_methods:
+                    if method != "__init__":
+                        yield f"{label} (pasted into {method})", pasted_into(candidate, method)
+
+
 def answers(recorder: Recorder, candidates: dict[str, Any]) -> list[dict[str, str]]:
     """Each (candidate, target, test) where a kit callable agrees with the reference on the whole test."""
     found = []
     targets = stub_names(recorder.lab)
     for target, by_test in recorder.calls.items():
         is_class = bool(targets[target])
-        for label, candidate in candidates.items():
-            if inspect.isclass(candidate) != is_class:
-                continue
+        for label, candidate in _tried_as(targets[target], candidates, is_class):
             for test, calls in by_test.items():
                 # A class's calls are its methods' (constructing an object decides nothing).
                 size = sum(len(life) - 1 for life in calls) if is_class else len(calls)

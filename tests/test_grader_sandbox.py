@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from instructor.contract import LabRun, run_jobs, run_lab_tests
+from instructor.contract import LabRun, run_jobs, run_lab_tests, task_of
 from instructor.variants import Job
 from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
 from mini_vllm.sandbox.isolation import BWRAP, probe
@@ -313,8 +313,86 @@ def test_a_flood_of_served_requests_fails_its_test_not_the_grader(tmp_path: Path
     assert "IncrementalDetokenizer.push used more than its budget" in flooded["output"], flooded["output"][:800]
     honest = [t for name, t in by_name.items() if name.startswith("test_prompt_is_never_re_emitted")]
     assert honest and all(t["score"] == t["max_score"] for t in honest), (
-        f"where nothing is served the submission is the reference, so it keeps its points:\n{run.output[-3000:]}")
+        f"on a short stream (no flood) the submission is the reference, so it keeps its points:\n{run.output[-3000:]}")
     cost = run.results["extra_data"]["call_costs"]["lab-04"]
     assert 0 < cost["most_served_cpu_s_in_a_test"] <= 2 * cost["budget_cpu_s"], (
         f"the trusted side served the flood within the call's budget (plus a batch's allowance): {cost}")
 
+
+
+# ------------------------------------------------------------------ tricks that tell the measured tests apart
+# Each file in instructor/dishonest/tricks/ is appended to a lab's reference with TRICK = True, and again with
+# TRICK = False (the same code without the trick: the honest submission). Issue 42's table: a trick that behaves
+# well only where it is measured must score no more than the honest code, because every test that counts work
+# or memory checks the answer first and hands over the same kind of objects as the other tests.
+
+TRICKS = DISHONEST / "tricks"
+TRICK_CASES = {  # the tests graded (the ones the trick aims at, and a few it must keep), the ones it must lose
+    "lab04_hides_from_the_counting_tokenizer": (
+        "lab-04", "test_cost_per_token_is_bounded[bpe-cjk] or test_cost_per_token_is_bounded[spm-thai] "
+        "or test_prompt_is_never_re_emitted or test_split_characters_in_a_row", "test_cost_per_token_is_bounded"),
+    "lab06_drops_the_reply_after_256_kib": (
+        "lab-06", "test_cost_per_character_does_not_grow or test_fifty_random_slicings",
+        "test_cost_per_character_does_not_grow"),
+    "lab08_stores_nothing_for_a_big_automaton": (
+        "lab-08", "test_index_stores_each_distinct_mask_once or test_index_equals_the_definition_at_every_state",
+        "test_index_stores_each_distinct_mask_once"),
+    "lab09_builds_the_trie_in_every_mask": (
+        "lab-09", "test_the_trie_is_built_once_in_init or test_trie_walk_prunes_dead_prefixes",
+        "test_the_trie_is_built_once_in_init"),
+    "lab09_pushes_only_the_smallest_lexeme": (
+        "lab-09", "test_all_complete_lexemes_are_one_push or test_bytes_taken_equal_llguidance",
+        "test_all_complete_lexemes_are_one_push"),
+    "lab09_takes_one_lexeme_of_the_set": (
+        "lab-09", "test_push_takes_a_set_and_keeps_every_reading or test_parser_agrees_with_llguidance_step_by_step",
+        "test_push_takes_a_set_and_keeps_every_reading"),
+}
+
+
+def trick_submission(name: str, lab: str, folder: Path, trick: bool) -> Path:
+    submission = folder / f"{name}-{'trick' if trick else 'honest'}.py"
+    reference = impl_path(lab, "solution").read_text(encoding="utf-8")
+    code = (TRICKS / f"{name}.py").read_text(encoding="utf-8")
+    assert "TRICK = True\n" in code, f"{name}: a trick file turns its trick on with one line, TRICK = True"
+    submission.write_text(reference + "\n\n" + code.replace("TRICK = True\n", f"TRICK = {trick}\n", 1),
+                          encoding="utf-8")
+    return submission
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(TRICK_CASES))
+def test_a_trick_scores_no_more_than_the_same_code_without_it(name: str, tmp_path: Path) -> None:
+    """The trick loses the tests it aims at, and scores no more than the honest code on every test graded."""
+    lab, selected, aimed = TRICK_CASES[name]
+    number, lab_dir = lab.split("-")[1], next(LABS_DIR.glob(f"{lab}-*"))
+    scores = {}
+    for trick in (False, True):
+        run = run_lab_tests(lab_dir, {"LAB_SANDBOX": "1", f"LAB_IMPL_{number}": str(
+            trick_submission(name, lab, tmp_path, trick))}, args=["-k", selected], timeout=900)
+        assert run.tests, f"{name} (trick={trick}): nothing was graded:\n{run.output[-2000:]}"
+        scores[trick] = {t["name"].split(" › ")[-1]: t["score"] for t in run.tests}
+        if trick:
+            lost = [t["name"] for t in run.tests if t["name"].split(" › ")[-1].split("[")[0] in aimed.split()
+                    and t["score"] == 0]
+            assert lost, f"{name}: the trick must lose {aimed}:\n{run.output[-3000:]}"
+    gained = {test: (scores[False].get(test), score) for test, score in scores[True].items()
+              if score > scores[False].get(test, 0)}
+    assert not gained, f"{name}: the trick earns more than the same code without it on {gained}"
+    assert sum(scores[True].values()) <= sum(scores[False].values())
+
+
+@pytest.mark.slow
+def test_the_test_files_own_helpers_earn_no_more_than_the_readme_says(tmp_path: Path) -> None:
+    """lab-03's tests ship the definition of an unfinished character (the only honest oracle), and its README says
+    what that gives: at most tasks 2 and 3. The starter with the helpers pasted in and feed and flush written around
+    them (keeping the whole stream, as the issue's submission did) earns no more, and nothing of task 1."""
+    submission = TRICKS / "lab03_pastes_the_test_helpers.py"
+    run = run_lab_tests(LAB_03, {"LAB_SANDBOX": "1", "LAB_IMPL_03": str(submission)}, timeout=900)
+    assert run.tests, f"nothing was graded:\n{run.output[-2000:]}"
+    by_task: dict[int, float] = {}
+    for test in run.tests:
+        by_task[task_of(test)] = by_task.get(task_of(test), 0.0) + float(test["score"])
+    readme = (LAB_03 / "README.md").read_text(encoding="utf-8")
+    assert "**The definition is given.**" in readme and "tasks 2 and 3" in readme, "the README says what it gives"
+    assert by_task.get(1, 0.0) == 0, f"the helpers give nothing of task 1 (the lead-byte table): {by_task}"
+    assert sum(by_task.values()) <= 65 + 1e-6, f"at most tasks 2 and 3 (65 points), as the README says: {by_task}"

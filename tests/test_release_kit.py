@@ -121,3 +121,42 @@ def test_a_kit_function_that_hangs_is_dropped_not_waited_on() -> None:
     started = time.monotonic()
     assert answers(recorder, {"hangs": hangs}) == []
     assert time.monotonic() - started < 2 * CALL_LIMIT_S + 1, "one time-out drops the candidate for the target"
+
+
+def test_the_probe_finds_a_kit_function_pasted_into_a_task_class() -> None:
+    """lab-09's old ``lexer_split(grammar, vocab, state)`` earned task 4 pasted into ``LexerCache.split`` with a
+    dict around it: a kit function is tried in each method of a task's class, given the constructor's arguments
+    first. Here a function with that shape (it hands the work to the reference) is found."""
+    import random
+
+    from instructor.kit_probe import Recorder, answers
+    from mini_vllm.grammars.stack_grammar import JSON_OBJECT, schema_to_grammar
+    from mini_vllm.labs import load_lab
+    from mini_vllm.testing.stack import lexer_state_after
+    from mini_vllm.testing.structured import family_vocabulary
+
+    reference = load_lab("lab-09", "solution")
+    grammar, vocab = schema_to_grammar(JSON_OBJECT), family_vocabulary("byte")
+    recorder = Recorder("lab-09")
+    recorder.test = "test_split"
+    cache = reference.LexerCache
+    originals = {name: vars(cache)[name] for name in ("__init__", "split")}
+    try:
+        for name, member in originals.items():
+            setattr(cache, name, recorder.wrap_method("LexerCache", name, member))
+        split = reference.LexerCache(grammar, vocab)
+        string = grammar.lexeme_id("STRING")
+        for data in (b'"', b'"ab', b'"a\\'):
+            split.split(lexer_state_after(grammar, frozenset({string}), data))
+    finally:
+        for name, member in originals.items():
+            setattr(cache, name, member)
+
+    def pasted(grammar: object, vocab: object, state: object) -> object:
+        return reference.LexerCache(grammar, vocab).split(state)
+
+    def unrelated(grammar: object, vocab: object, state: object) -> object:
+        return random.random()
+
+    found = answers(recorder, {"kit: pasted": pasted, "kit: unrelated": unrelated})
+    assert [a["candidate"] for a in found] == ["kit: pasted (pasted into split)"], found

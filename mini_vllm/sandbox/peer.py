@@ -276,7 +276,7 @@ class Peer:
     def _to_ref(self, obj: Any) -> list[Any]:
         if isinstance(obj, Remote) and obj._sandbox_peer is self:  # a proxy going home: the owner's own object
             return [1 - self.side, obj._sandbox_id, 0, None, "Remote"]
-        home = getattr(obj, "sandbox_home", None) if isinstance(obj, served.SERVED_STAND_INS) else None
+        home = getattr(obj, "_home", None) if isinstance(obj, served.SERVED_STAND_INS) else None
         if isinstance(home, int):  # a stand-in going back: it is the other side's own object
             return [1 - self.side, home, 0, None, type(obj).__name__]
         if self.lender.strict and not self.serving_args:

@@ -76,7 +76,12 @@ INTERFACES: dict[str, Interface] = {
     "counting-str": Interface(
         facts=("length", "placeholder"),
         methods={"text": (), "getitem": (Arg("key", "key"),), **STR_METHODS}),
+    # Lab-09's counting vocabulary: what a trie walk reads of the vocabulary, each read counted where it is served.
+    "counting-vocabulary": Interface(
+        facts=("size", "eos_token_id"),
+        methods={"tokens_between": (Arg("start", "int"), Arg("stop", "int"))}),
 }
+MAX_TOKENS_READ = 1 << 14  # token byte strings in one served read
 
 
 # ---------------------------------------------------------------------- both sides: plain, bounded values
@@ -159,6 +164,8 @@ def check_result(value: Any) -> Any:
         return value
     if type(value) in (list, tuple) and all(type(v) in (str, int, bool) for v in value):
         return list(value)
+    if type(value) in (list, tuple) and all(type(v) is bytes or v is None for v in value):
+        return list(value)  # a vocabulary's tokens: bytes, None for a special token
     raise TypeError(f"a served method returned a {type(value).__name__}, not plain data")
 
 
@@ -180,7 +187,7 @@ class ServedTokenizer:
 
     def __init__(self, call: Call, home: int, facts: dict[str, Any]) -> None:
         self._call = call
-        self.sandbox_home = home  # sent back across, it is the trusted side's object again
+        self._home = home  # sent back across, it is the trusted side's object again
         self.vocab_size = int(facts["vocab_size"])
         self.eos_token_id = int(facts["eos_token_id"])
         self.all_special_ids = [int(i) for i in facts["all_special_ids"]]
@@ -203,7 +210,7 @@ class ServedAutomaton:
 
     def __init__(self, call: Call, home: int, facts: dict[str, Any]) -> None:
         self._call = call
-        self.sandbox_home = home
+        self._home = home
         self.start = int(facts["start"])
         self.num_states = int(facts["num_states"])
 
@@ -225,7 +232,7 @@ class ServedStr(str):
     """
 
     _call: Call
-    sandbox_home: int
+    _home: int
 
     def __new__(cls, call: Call, home: int, facts: dict[str, Any]) -> ServedStr:
         placeholder = facts["placeholder"]
@@ -233,7 +240,7 @@ class ServedStr(str):
             raise ValueError("a served string arrives as its length and placeholder")
         served = str.__new__(cls, placeholder)
         served._call = call
-        served.sandbox_home = home
+        served._home = home
         return served
 
     def text(self) -> str:
@@ -289,12 +296,58 @@ for _name in ("startswith", "endswith", "find", "rfind", "count"):
     setattr(ServedStr, _name, _served_str_method(_name))
 
 
+class ServedTokens:
+    """A counting vocabulary's ``tokens`` as graded code sees it: a sequence whose every read is served (and
+    counted) by the trusted side, a slice or a run of them per request."""
+
+    def __init__(self, call: Call, size: int) -> None:
+        self._call = call
+        self._size = size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _read(self, start: int, stop: int) -> list[bytes | None]:
+        return [None if t is None else bytes(t) for t in self._call("tokens_between", [start, stop])]
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self._size)
+            out: list[bytes | None] = []
+            for at in range(start, stop, MAX_TOKENS_READ) if step == 1 else ():
+                out += self._read(at, min(stop, at + MAX_TOKENS_READ))
+            return out if step == 1 else [self[i] for i in range(start, stop, step)]
+        index = key.__index__()
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError("token index out of range")
+        return self._read(index, index + 1)[0]
+
+    def __iter__(self) -> Any:
+        for at in range(0, self._size, MAX_TOKENS_READ):
+            yield from self._read(at, min(self._size, at + MAX_TOKENS_READ))
+
+
+class ServedVocabulary:
+    """A counting vocabulary as graded code sees it: ``tokens`` served, ``eos_token_id`` and the size as facts."""
+
+    def __init__(self, call: Call, home: int, facts: dict[str, Any]) -> None:
+        self._home = home
+        self.eos_token_id = int(facts["eos_token_id"])
+        self.tokens = ServedTokens(call, int(facts["size"]))
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
 STAND_INS: dict[str, Callable[[Call, int, dict[str, Any]], Any]] = {
     "counting-tokenizer": ServedTokenizer,
     "counting-automaton": ServedAutomaton,
     "counting-str": ServedStr,
+    "counting-vocabulary": ServedVocabulary,
 }
-SERVED_STAND_INS = (ServedTokenizer, ServedAutomaton, ServedStr)
+SERVED_STAND_INS = (ServedTokenizer, ServedAutomaton, ServedStr, ServedVocabulary)
 
 
 # ---------------------------------------------------------------------- the trusted side: a stop's placeholder

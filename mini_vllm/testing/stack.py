@@ -11,8 +11,10 @@
   sequence of lexemes so far each time it is asked (any grammar, ambiguous ones included).
 - :func:`earley_accepts` is lark's Earley parser over the whole text (lexemes by their regexes).
 - :class:`GuidanceGrammarOracle` is llguidance's matcher on the same grammar, in lark's syntax.
-- :func:`lexer_split` is task 4's definition, token by token (the plain formulation: slow).
+- :func:`split_after` is task 4's oracle: llguidance's lexer over "one of these lexemes, then the end",
+  asked of the bytes read since the lexeme began (a split keyed by those bytes, which ``LexerCache`` never has).
 - :func:`counting_grammar` hands the lab a grammar whose lexeme automata count their steps.
+- :class:`CountingVocabulary` counts what is read of a vocabulary (a trie is built once, in ``__init__``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from mini_vllm.grammars.stack_grammar import grammar_to_lark
 from mini_vllm.labtypes.lab08 import DEAD, Vocabulary
-from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Split
+from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule, Split
 from mini_vllm.testing.structured import CountingAutomaton, _GuidanceTokenizer
 
 
@@ -133,7 +135,8 @@ def lexemes_after(grammar: Grammar, pushed: Sequence[int]) -> tuple[frozenset[in
     matcher = _lexeme_matcher("\n".join(lines) + "\n", count)
     matcher.reset()
     for lexeme in pushed:
-        if not 0 <= lexeme < count or not matcher.consume_token(lexeme):
+        # try_consume_tokens refuses without putting the shared matcher into its error state (which reset() keeps)
+        if not 0 <= lexeme < count or matcher.try_consume_tokens([lexeme]) != 1:
             return None
     bits = matcher.compute_bitmask()
     allowed = frozenset(i for i in range(count) if bits[i >> 3] >> (i & 7) & 1)
@@ -187,6 +190,53 @@ class GuidanceGrammarOracle:
             raise ValueError(f"llguidance refused token {token_id}: {self.matcher.get_error()}")
 
 
+class _CountingTokens(list):  # type: ignore[type-arg]
+    """A vocabulary's tokens that count what is read of them (in the tests' own process)."""
+
+    def __init__(self, tokens: Sequence[bytes | None], owner: CountingVocabulary) -> None:
+        super().__init__(tokens)
+        self._owner = owner
+
+    def __getitem__(self, key: Any) -> Any:
+        got = super().__getitem__(key)
+        self._owner.read += len(got) if isinstance(key, slice) else 1
+        return got
+
+    def __iter__(self) -> Any:
+        for token in super().__iter__():
+            self._owner.read += 1
+            yield token
+
+
+class CountingVocabulary:
+    """A vocabulary whose tokens count every read (``read``): a trie built once reads each token in ``__init__``,
+    and a ``mask`` reads none. In the grading sandbox it stays here, and graded code gets a stand-in whose reads
+    are served and counted here (mini_vllm/sandbox/served.py); every TrieMasker a test builds gets one."""
+
+    sandbox_interface = "counting-vocabulary"
+
+    def __init__(self, inner: Vocabulary) -> None:
+        self.inner = inner
+        self.read = 0
+        self.eos_token_id = inner.eos_token_id
+        self.tokens = _CountingTokens(inner.tokens, self)
+
+    def __len__(self) -> int:
+        return len(self.inner.tokens)
+
+    def sandbox_facts(self) -> dict[str, int]:
+        return {"size": len(self.inner.tokens), "eos_token_id": self.inner.eos_token_id}
+
+    def tokens_between(self, start: int, stop: int) -> list[bytes | None]:
+        from mini_vllm.sandbox.served import MAX_TOKENS_READ
+
+        start, stop = max(0, start), min(len(self.inner.tokens), stop)
+        if stop - start > MAX_TOKENS_READ:
+            raise ValueError(f"at most {MAX_TOKENS_READ:,} tokens in one read")
+        self.read += max(0, stop - start)
+        return list(self.inner.tokens[start:stop])
+
+
 def counting_grammar(grammar: Grammar) -> tuple[Grammar, list[CountingAutomaton]]:
     """The same grammar with lexeme automata that count their steps (on the tests' side of the sandbox)."""
     counters = [CountingAutomaton(lexeme.automaton) for lexeme in grammar.lexemes]
@@ -211,22 +261,44 @@ def lexer_state_after(grammar: Grammar, lexemes: frozenset[int], data: bytes) ->
     return tuple(state)
 
 
-def lexer_split(grammar: Grammar, vocab: Vocabulary, lexer_state: Sequence[tuple[int, int]]) -> Split:
-    """Task 4's definition, token by token: read each token's bytes while some live lexeme can go on;
-    all read: allowed; stopped where a live lexeme is complete: undecided; else refused."""
-    automata = [lexeme.automaton for lexeme in grammar.lexemes]
+def split_after(grammar: Grammar, vocab: Vocabulary, lexemes: frozenset[int], data: bytes) -> Split:
+    """Task 4's split where a lexeme began as any of ``lexemes`` and has read ``data``, from llguidance's lexer.
+
+    llguidance reads a grammar whose sentences are one of those lexemes and nothing after it, one byte a token
+    (its lexer is greedy, as rule 2 says). After ``data``, each token's bytes are fed while llguidance takes
+    them: all taken, the lexer alone allows it; stopped where llguidance would end the sentence (EOS allowed: a
+    live lexeme is complete), it is undecided (the parser decides the rest); stopped elsewhere, refused. Asked
+    of the bytes read since the lexeme began, not of a lexer state: no answer to ``LexerCache.split``.
+    """
+    names = sorted(grammar.lexemes[x].name for x in lexemes)
+    one = Grammar("start", tuple(Rule("start", (name,)) for name in names), grammar.lexemes)
+    matcher = _one_lexeme_matcher(grammar_to_lark(one, llguidance=True))
+    matcher.reset()
+    if matcher.try_consume_tokens(list(data)) != len(data):
+        raise ValueError(f"no lexeme of {sorted(lexemes)} reads {data!r}")
     allowed, undecided = [], []
-    for token_id, data in enumerate(vocab.tokens):
-        if data is None:
+    for token_id, token in enumerate(vocab.tokens):
+        if not token:
             continue
-        here = tuple(lexer_state)
-        for byte in data:
-            there = tuple((x, t) for x, s in here if (t := automata[x].step(s, byte)) != DEAD)
-            if not there:
-                if any(automata[x].is_accepting(s) for x, s in here):
-                    undecided.append(token_id)
-                break
-            here = there
-        else:
+        taken = matcher.try_consume_tokens(list(token))
+        complete_there = taken < len(token) and matcher.is_accepting()
+        if taken:
+            matcher.rollback(taken)
+        if taken == len(token):
             allowed.append(token_id)
+        elif complete_there:
+            undecided.append(token_id)
     return Split(tuple(allowed), tuple(undecided))
+
+
+@functools.cache
+def _one_lexeme_matcher(rules_text: str) -> Any:
+    """llguidance's matcher, one byte a token, for a grammar in lark's syntax ("one of these lexemes, then the end")."""
+    import llguidance
+
+    vocab = Vocabulary(tokens=[bytes([b]) for b in range(256)] + [None], eos_token_id=256)
+    tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab)), n_vocab=257)
+    matcher = llguidance.LLMatcher(tokenizer, rules_text, log_level=0)
+    if matcher.is_error():
+        raise ValueError(f"llguidance refused the grammar: {matcher.get_error()}")
+    return matcher

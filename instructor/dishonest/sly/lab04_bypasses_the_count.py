@@ -8,7 +8,7 @@ _Reference = IncrementalDetokenizer  # noqa: F821 (the reference's class, above)
 
 
 def _uncounted_decode(tokenizer):
-    if not hasattr(tokenizer, "sandbox_home"):  # a plain tokenizer (its own copy): nothing counts it anyway
+    if not hasattr(tokenizer, "_home"):  # a plain tokenizer (its own copy): nothing counts it anyway
         return tokenizer.decode
     for attempt in (lambda: tokenizer.inner.decode,
                     lambda: object.__getattribute__(tokenizer, "inner").decode,
@@ -25,7 +25,7 @@ def _uncounted_decode(tokenizer):
         except Exception:
             pass
     peer = next((o for o in _gc.get_objects() if type(o).__name__ == "StudentPeer"), None)
-    home = getattr(tokenizer, "sandbox_home", None)
+    home = getattr(tokenizer, "_home", None)
     if peer is not None and isinstance(home, int):  # ask the trusted side itself
         for request in (("setattr", home, "ids_decoded", -10**9), ("setattr", home, "limit", None),
                         ("call", home, "sandbox_account", [{"ids_decoded": -10**9}], {}),

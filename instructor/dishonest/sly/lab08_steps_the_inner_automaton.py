@@ -5,7 +5,7 @@ _ReferenceMasker, _ReferenceIndex = TokenMasker, TokenIndex  # noqa: F821 (the r
 
 
 def _uncounted_step(automaton):
-    if not hasattr(automaton, "sandbox_home"):  # a plain automaton (its own copy): nothing counts it anyway
+    if not hasattr(automaton, "_home"):  # a plain automaton (its own copy): nothing counts it anyway
         return automaton.step
     for attempt in (lambda: automaton._automaton.step, lambda: object.__getattribute__(automaton, "_automaton").step,
                     lambda: vars(automaton)["_automaton"].step, lambda: automaton.inner.step):

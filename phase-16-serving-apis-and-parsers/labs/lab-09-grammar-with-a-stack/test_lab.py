@@ -4,9 +4,10 @@ Run against your code:  make lab-09
 Every graded test is marked with the task it grades. Tasks 2-4 run on the tests' own parser
 (lark's LALR(1) parser fed lexeme by lexeme, mini_vllm.testing.stack.LarkParser), never your task 1,
 so a bug in your parser costs points in task 1 only. Oracles: llguidance's Earley parser (task 1 step
-by step, over the whole prefix each time, and the masks), lark's Earley parser (whole texts), task 4's
-definition token by token. Every test of task 1 runs on an ambiguous grammar too (a schema offered
-twice in an anyOf), which no LR parser builds a table for.
+by step, over the whole prefix each time, and the masks), lark's Earley parser (whole texts), llguidance's
+lexer for task 4's split (asked of the bytes a lexeme has read, never of a lexer state). Every test of
+task 1 runs on an ambiguous grammar too (a schema offered twice in an anyOf), which no LR parser builds a
+table for.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
 from mini_vllm.testing.masks import mask_difference, mask_text
 from mini_vllm.testing.stack import (
+    CountingVocabulary,
     GuidanceGrammarOracle,
     LarkParser,
     counting_grammar,
     earley_accepts,
     lex_compact,
     lexemes_after,
-    lexer_split,
     lexer_state_after,
+    split_after,
 )
 from mini_vllm.testing.structured import family_vocabulary
 from mini_vllm.testing.trace import Step, format_trace, quote
@@ -86,8 +88,17 @@ def twice(schema: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [body, {**body, "title": "the same, again"}], **defs}
 
 
-SCHEMAS: dict[str, Any] = {"weather": WEATHER, "tree": TREE, "thread": THREAD, "kinds": KINDS,
-                           "json_object": JSON_OBJECT, "nested-3": nested_arrays(3)}
+# The same bytes, two lexemes: `"x"` is the first branch's literal and the second branch's string, and only the
+# key after it tells which branch the object is. Both objects below are sentences (lark and llguidance agree).
+LITERAL_OR_STRING: dict[str, Any] = {"anyOf": [
+    {"type": "object", "properties": {"k": {"const": "x"}, "a": {"type": "integer"}}, "required": ["k", "a"],
+     "additionalProperties": False},
+    {"type": "object", "properties": {"k": {"type": "string"}, "b": {"type": "integer"}}, "required": ["k", "b"],
+     "additionalProperties": False}]}
+BOTH_READINGS = ('{"k": "x", "a": 1}', '{"k": "x", "b": 1}')
+
+SCHEMAS: dict[str, Any] = {"weather": WEATHER, "literal or string": LITERAL_OR_STRING, "tree": TREE, "thread": THREAD,
+                           "kinds": KINDS, "json_object": JSON_OBJECT, "nested-3": nested_arrays(3)}
 SCHEMAS.update({f"{name} twice": twice(SCHEMAS[name]) for name in ("weather", "tree", "thread", "nested-3")})
 # Any object, or one whose "v" is any array: `{"v": []}` is both.
 SCHEMAS["json_object twice"] = {"anyOf": [{"type": "object"},
@@ -258,6 +269,60 @@ def test_refused_push_changes_nothing() -> None:
             parser.rollback(99)
 
 
+def readings_after(grammar: Grammar, pieces: Sequence[frozenset[int]]) -> tuple[frozenset[int], bool] | None:
+    """After pushing each set of ``pieces`` (lexemes that read the same bytes): the union, over every sequence
+    taking one lexeme of each set that some sentence starts with, of llguidance's answer for that sequence
+    (what may follow; whether it is a sentence). None when no such sequence exists. The definition of a set push:
+    every reading is kept."""
+    sequences: list[list[int]] = [[]]
+    for piece in pieces:
+        sequences = [[*seq, x] for seq in sequences for x in sorted(piece)
+                     if lexemes_after(grammar, [*seq, x]) is not None]
+        if not sequences:
+            return None
+    answers = [lexemes_after(grammar, seq) or (frozenset(), False) for seq in sequences]
+    return frozenset().union(*(a for a, _ in answers)), any(w for _, w in answers)
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize("text", BOTH_READINGS)
+def test_push_takes_a_set_and_keeps_every_reading(text: str) -> None:
+    """push(lexemes) moves every item waiting for *any* of them: `"x"` is both a literal and a string, and only
+    the key after it says which branch the object is, so both readings must survive the push."""
+    grammar = grammar_of("literal or string")
+    parser, pieces = lab.EarleyParser(grammar), lex_compact(grammar, text)
+    assert pieces is not None and earley_accepts(grammar, text), "test bug: lark's Earley parser must accept this"
+    for k, piece in enumerate(pieces, start=1):
+        want = readings_after(grammar, pieces[:k])
+        assert want is not None, "test bug: llguidance must read every prefix of the text"
+        took = parser.push(piece)
+        got = (names(grammar, parser.allowed()), parser.accepts()) if took else None
+        assert got == (names(grammar, want[0]), want[1]), (
+            f"push takes a set of lexemes that read the same bytes and moves every item waiting for any of them "
+            f"(every reading is kept): after {quote(text)}'s first {k} lexemes, the last {names(grammar, piece)}, "
+            f"allowed() and accepts() are {names(grammar, want[0])}, {want[1]} (llguidance, over every reading); "
+            + ("you refused the push" if got is None else f"you have {got[0]}, {got[1]}"))
+
+
+@pytest.mark.task(1)
+def test_a_dropped_mark_is_refused() -> None:
+    """A mark taken after a checkpoint that a rollback has since dropped was never given by the parser as it is
+    now: rolling back to it is a ValueError, and changes nothing."""
+    for name in ("json_object", "json_object twice"):
+        grammar = grammar_of(name)
+        parser = lab.EarleyParser(grammar)
+        early = parser.checkpoint()
+        for piece in lex_compact(grammar, '{"a": [') or []:
+            assert parser.push(piece), f"push({names(grammar, piece)}) must be taken: '{{\"a\": [' is JSON so far"
+        late = parser.checkpoint()
+        parser.rollback(early)
+        before = (names(grammar, parser.allowed()), parser.accepts())
+        with pytest.raises(ValueError):
+            parser.rollback(late)  # dropped by the rollback to `early`
+        assert (names(grammar, parser.allowed()), parser.accepts()) == before, (
+            f"{name}: rollback to a dropped mark is refused and changes nothing: the parser is as new, {before}")
+
+
 # Overlapping branches: lark's LALR parser cannot take these (a conflict), Earley can.
 AMBIGUOUS: dict[str, Any] = {
     "type": "object", "properties": {"v": {"anyOf": [
@@ -290,9 +355,10 @@ def test_whole_texts_agree_with_lark_earley(value: Any, spaced: bool) -> None:
 STRUCTURAL = b'{}[]",: .eE+-019tfnu\\\x80\xc3\xe6\xf0\xff\x1f'
 
 
-def byte_walk(name: str, seed: int, steps: int) -> tuple[list[Step], str | None]:
-    """Feed random allowed bytes; at every step, the bytes tried are taken exactly when llguidance's byte mask
-    allows them (the structural bytes, and a sample of the others), and EOS exactly when it allows EOS."""
+def byte_walk(name: str, seed: int, steps: int, path: bytes | None = None) -> tuple[list[Step], str | None]:
+    """Feed random allowed bytes (or ``path``'s, then EOS); at every step, the bytes tried are taken exactly when
+    llguidance's byte mask allows them (the structural bytes, and a sample of the others), and EOS exactly when it
+    allows EOS."""
     grammar, vocab = grammar_of(name), family_vocabulary("byte")
     oracle = GuidanceGrammarOracle(grammar, vocab)
     matcher = lab.ByteMatcher(grammar, LarkParser(grammar))
@@ -309,7 +375,10 @@ def byte_walk(name: str, seed: int, steps: int) -> tuple[list[Step], str | None]
         if matcher.can_end():
             mine.append(vocab.eos_token_id)
         want = [t for t in want_all if t in tried or t == vocab.eos_token_id]
-        token = rng.choice(want_all)
+        token = rng.choice(want_all) if path is None else path[len(output)] if len(output) < len(path) else \
+            vocab.eos_token_id
+        if path is not None:
+            assert token in want_all, f"test bug: llguidance must take {path!r} byte by byte"
         table.append(Step(str(token), b"" if token == vocab.eos_token_id else bytes([token]), mask_text(mine, vocab),
                           mask_text(want, vocab)))
         if mine != want:
@@ -332,6 +401,40 @@ def test_bytes_taken_equal_llguidance(name: str) -> None:
             f"complete one ends there, the parser takes it, and the byte starts a lexeme the parser allows next; "
             f"EOS exactly when the lexeme can end and the parser then accepts; {problem}",
             columns=("you take", "llguidance takes"), inputs=("sampled", "byte"))
+
+
+@pytest.mark.task(2)
+@pytest.mark.parametrize("text", BOTH_READINGS)
+def test_all_complete_lexemes_are_one_push(text: str) -> None:
+    """Rule 3: where a lexeme ends, the parser takes every complete one as one push: `"x"` is the literal and the
+    string, and the key after it decides. Byte by byte, against llguidance; lark's Earley parser accepts both."""
+    assert earley_accepts(grammar_of("literal or string"), text), "test bug: lark's Earley parser must accept this"
+    table, problem = byte_walk("literal or string", 0, len(text) + 1, path=text.encode())
+    assert problem is None, format_trace(
+        table, f"rule 3: where a lexeme ends, the parser takes all the complete ones as one push (they read the same "
+        f"bytes, and every reading is kept), so {quote(text)} is read to its end; {problem}",
+        columns=("you take", "llguidance takes"), inputs=("sampled", "byte"))
+
+
+@pytest.mark.task(2)
+@pytest.mark.parametrize("name", ["weather", "json_object", "kinds"])
+def test_lexer_state_before_the_first_byte(name: str) -> None:
+    """Before the first byte, a lexeme has already started (rule 1): every lexeme the parser allows first, each at
+    its automaton's start. The same after a rollback to a checkpoint taken then."""
+    grammar = grammar_of(name)
+    parser = LarkParser(grammar)
+    want = lexer_state_after(grammar, frozenset(LarkParser(grammar).allowed()), b"")
+    matcher = lab.ByteMatcher(grammar, parser)
+    mark = matcher.checkpoint()
+    rule = ("before the first byte a lexeme has started (rule 1): lexer_state is every lexeme the parser allows "
+            "first, each at its automaton's start, as sorted (lexeme, automaton state) pairs")
+    assert tuple(matcher.lexer_state) == want, f"{rule}: {want}; you have {matcher.lexer_state}"
+    for byte in b"{":
+        assert matcher.feed(byte), "'{' starts an object: the matcher must take it"
+    matcher.rollback(mark)
+    assert tuple(matcher.lexer_state) == want, (
+        f"{rule}, again after a rollback to the checkpoint taken before any byte: {want}; you have "
+        f"{matcher.lexer_state}")
 
 
 def fed(grammar: Grammar, text: bytes) -> Any:
@@ -507,7 +610,8 @@ TRIE_WALKS = {"byte": 30, "bpe": 25, "spm": 25}
 @pytest.mark.parametrize("family", list(TRIE_WALKS))
 def test_trie_mask_equals_llguidance(family: str) -> None:
     for name in ("weather", "tree", "json_object"):
-        table, problem = mask_walk(lambda _g, vocab: lab.TrieMasker(vocab), family, name, 1, TRIE_WALKS[family])
+        table, problem = mask_walk(lambda _g, vocab: lab.TrieMasker(CountingVocabulary(vocab)), family, name, 1,
+                                   TRIE_WALKS[family])
         assert problem is None, format_trace(
             table, f"{family}, schema {name!r}: the mask is every token whose bytes the matcher takes one after the "
             f"other from its state (roll back after each branch of the trie), plus EOS exactly when it can end; "
@@ -523,7 +627,13 @@ def test_trie_walk_prunes_dead_prefixes(text: bytes) -> None:
     for byte in text:
         assert inner.feed(byte), "the text is valid for the grammar: the matcher must take each of its bytes"
     watched = WatchedMatcher(inner)
-    lab.TrieMasker(vocab).mask(watched)
+    mine = list(lab.TrieMasker(CountingVocabulary(vocab)).mask(watched))
+    oracle = GuidanceGrammarOracle(grammar, vocab)
+    for token in load_tokenizer("bpe").encode(text.decode()):
+        oracle.consume(token)
+    want = oracle.mask()
+    assert mine == want, (f"the mask is every token whose bytes the matcher takes (llguidance's mask), checked "
+                          f"before the walk's work is: after {text!r}, {mask_difference(mine, want, vocab)}")
     below_dead = [p for p in watched.fed if p[:-1] not in watched.taken]
     assert not below_dead, (f"a prefix the matcher refused rules out every token under it: you fed "
                             f"{below_dead[0]!r} after its prefix was refused")
@@ -532,11 +642,39 @@ def test_trie_walk_prunes_dead_prefixes(text: bytes) -> None:
     assert watched.path == b"", "the mask leaves the matcher where it found it (roll back after every branch)"
 
 
+@pytest.mark.task(3)
+def test_the_trie_is_built_once_in_init() -> None:
+    """Counted on the tests' side: __init__ reads the vocabulary to build the trie; a mask reads none of it."""
+    grammar, plain = grammar_of("weather"), family_vocabulary("bpe")
+    vocab = CountingVocabulary(plain)
+    masker = lab.TrieMasker(vocab)
+    built = vocab.read
+    matcher, oracle = lab.ByteMatcher(grammar, LarkParser(grammar)), GuidanceGrammarOracle(grammar, plain)
+    text = '{"city": "Tokyo", "temperature": 1'
+    for k, token in enumerate(load_tokenizer("bpe").encode(text)):
+        if k % 4 == 0:
+            mine, want = list(masker.mask(matcher)), oracle.mask()
+            assert mine == want, (f"the mask is every token whose bytes the matcher takes (llguidance's mask), checked "
+                                  f"before its work is counted: {mask_difference(mine, want, plain)}")
+            assert vocab.read == built, (
+                f"build the trie once in __init__: a mask walks the trie, it does not read the vocabulary again; "
+                f"__init__ read {built:,} tokens, and the masks since have read {vocab.read - built:,} more")
+        for byte in plain.tokens[token] or b"":
+            assert matcher.feed(byte), "the text is valid for the grammar: the matcher must take each of its bytes"
+        oracle.consume(token)
+    assert built >= len(plain.tokens), (
+        f"the trie holds every token of the vocabulary: __init__ read {built:,} of its {len(plain.tokens):,} tokens")
+
+
 # ================================================================ task 4: the split
 
 
-def lexer_states(name: str, samples: Sequence[bytes]) -> list[tuple[tuple[int, int], ...]]:
-    """Lexer states where the parser allows each lexeme set met on a short walk, after each sample's bytes."""
+LexerAt = tuple[tuple[tuple[int, int], ...], frozenset[int], bytes]  # (lexer state, lexemes begun, bytes read)
+
+
+def lexer_states(name: str, samples: Sequence[bytes]) -> list[LexerAt]:
+    """Lexer states where the parser allows each lexeme set met on a short walk, after each sample's bytes; each
+    with the lexemes the parser allowed and the bytes read since the lexeme began (what the oracle is asked)."""
     grammar = grammar_of(name)
     parser, seen, rng = LarkParser(grammar), [], random.Random(5)
     for _ in range(12):
@@ -545,8 +683,8 @@ def lexer_states(name: str, samples: Sequence[bytes]) -> list[tuple[tuple[int, i
             break
         for data in samples:
             state = lexer_state_after(grammar, allowed, data)
-            if state and state not in seen:
-                seen.append(state)
+            if state and state not in [s for s, _, _ in seen]:
+                seen.append((state, allowed, data))
         parser.push(frozenset({rng.choice(sorted(allowed))}))
     return seen
 
@@ -559,8 +697,8 @@ SPLIT_SAMPLES = (b"", b'"', b'"ab', b'"abcdefgh', b'"\xe6\x9d', b"1", b"-", b"12
 def test_split_equals_the_definition(name: str) -> None:
     grammar, vocab = grammar_of(name), family_vocabulary("bpe")
     cache = lab.LexerCache(grammar, vocab)
-    for state in lexer_states(name, SPLIT_SAMPLES):
-        mine, want = cache.split(state), lexer_split(grammar, vocab, state)
+    for state, begun, data in lexer_states(name, SPLIT_SAMPLES):
+        mine, want = cache.split(state), split_after(grammar, vocab, begun, data)
         live = ", ".join(f"{grammar.lexemes[x].name}@{s}" for x, s in state)
         for part in ("allowed", "undecided"):
             got, expected = list(getattr(mine, part)), list(getattr(want, part))
@@ -578,7 +716,7 @@ def test_split_is_keyed_by_the_whole_lexer_state() -> None:
     cache = lab.LexerCache(grammar, vocab)
     for data in (b'"a', b'"abcdefgh', b'"a'):
         state = lexer_state_after(grammar, frozenset({string}), data)
-        mine, want = cache.split(state), lexer_split(grammar, vocab, state)
+        mine, want = cache.split(state), split_after(grammar, vocab, frozenset({string}), data)
         assert list(mine.allowed) == list(want.allowed), (
             f"after {data!r}: the split belongs to the whole lexer state (which lexemes, and where each stands), "
             f"not to the set of lexemes alone; {mask_difference(list(mine.allowed), list(want.allowed), vocab)}")
@@ -589,11 +727,14 @@ def test_split_is_computed_once_per_lexer_state() -> None:
     grammar, counters = counting_grammar(grammar_of("weather"))
     cache = lab.LexerCache(grammar, family_vocabulary("bpe"))
     states = lexer_states("weather", (b'"', b'"ab', b"1"))
-    for state in states:
+    for state, _, _ in states:
         cache.split(state)
     first = sum(c.steps for c in counters)
-    for state in states:
-        cache.split(state)
+    for state, begun, data in states:
+        mine, want = cache.split(state), split_after(grammar_of("weather"), family_vocabulary("bpe"), begun, data)
+        assert (list(mine.allowed), list(mine.undecided)) == (list(want.allowed), list(want.undecided)), (
+            f"a split asked again is the same split, and right (checked before its cost is counted): lexer state "
+            f"{state}")
     again = sum(c.steps for c in counters) - first
     assert first > 0, "the split reads the lexemes' automata (counted on the tests' side)"
     assert again == 0, f"a lexer state's split is computed once: asking again took {again} automaton steps"
@@ -614,25 +755,33 @@ def test_split_mask_equals_llguidance(family: str) -> None:
             inputs=("sampled", "bytes"))
 
 
-def counted_masks(schema: Any, text: bytes, family: str = "bpe") -> list[tuple[int, int]]:
-    """(lexer steps, parser pushes) of a SplitMasker mask at the four tokens around the middle of ``text``
-    (the innermost array), once its split is known, counted on the tests' side."""
+def counted_masks(schema: Any, text: bytes, family: str = "bpe") -> list[tuple[bytes, int, int]]:
+    """(token, lexer steps, parser pushes) of a SplitMasker mask before each token of the innermost array's
+    content (from its first string to its first closing bracket), once the split is known, counted on the tests'
+    side; each mask is checked against llguidance's first (a count only means something for a right mask)."""
     grammar, counters = counting_grammar(schema_to_grammar(schema))
     vocab = family_vocabulary(family)
-    parser = LarkParser(grammar)
+    parser, oracle = LarkParser(grammar), GuidanceGrammarOracle(schema_to_grammar(schema), vocab)
     matcher, masker = lab.ByteMatcher(grammar, parser), lab.SplitMasker(grammar, vocab)
-    costs = []
-    ids = load_tokenizer(family).encode(text.decode())
-    middle = range(len(ids) // 2 - 2, len(ids) // 2 + 2)
-    for position, token in enumerate(ids):
-        if position in middle:
-            masker.mask(matcher)  # the first visit of a lexer state pays for its split
-            steps, pushes = sum(c.steps for c in counters), parser.pushes
-            masker.mask(matcher)  # a later visit: only the undecided tokens
-            costs.append((sum(c.steps for c in counters) - steps, parser.pushes - pushes))
-        for byte in vocab.tokens[token] or b"":
+    costs, offset = [], 0
+    inner = range(text.index(b'"', text.rindex(b"[")), text.index(b"]") + 1)
+    for token in load_tokenizer(family).encode(text.decode()):
+        raw = vocab.tokens[token] or b""
+        if offset in inner:
+            want = oracle.mask()
+            for visit in ("first", "later"):  # the first visit of a lexer state pays for its split
+                steps, pushes = sum(c.steps for c in counters), parser.pushes
+                mine = list(masker.mask(matcher))
+                assert mine == want, (
+                    f"the mask is the split's allowed tokens plus each undecided one the matcher takes (llguidance's "
+                    f"mask), checked before its cost is counted: before token {raw!r} of {quote(text.decode())} "
+                    f"({visit} mask there), {mask_difference(mine, want, vocab)}")
+            costs.append((raw, sum(c.steps for c in counters) - steps, parser.pushes - pushes))
+        for byte in raw:
             assert matcher.feed(byte), (
                 "a token the mask allowed must be readable: the matcher must take each of its bytes")
+        oracle.consume(token)
+        offset += len(raw)
     return costs
 
 
@@ -643,13 +792,21 @@ def test_a_mask_costs_only_the_undecided_tokens() -> None:
     vocab = family_vocabulary("bpe")
     parser = LarkParser(grammar)
     matcher, masker = lab.ByteMatcher(grammar, parser), lab.SplitMasker(grammar, vocab)
-    for byte in b'{"city": "Tok':
-        assert matcher.feed(byte), "the text is valid for the grammar: the matcher must take each of its bytes"
-    masker.mask(matcher)
-    split = lexer_split(grammar_of("weather"), vocab, tuple(matcher.lexer_state))
+    oracle = GuidanceGrammarOracle(grammar_of("weather"), vocab)
+    for token in load_tokenizer("bpe").encode('{"city": "Tok'):
+        for byte in vocab.tokens[token] or b"":
+            assert matcher.feed(byte), "the text is valid for the grammar: the matcher must take each of its bytes"
+        oracle.consume(token)
+    want = oracle.mask()
+    rule = "the mask (llguidance's) comes before its cost: inside the string after '{\"city\": \"Tok'"
+    first = list(masker.mask(matcher))
+    assert first == want, f"{rule}, {mask_difference(first, want, vocab)}"
+    string = frozenset(x for x, _ in matcher.lexer_state)  # the city's string, begun at its quote
+    split = split_after(grammar_of("weather"), vocab, string, b'"Tok')
     steps, pushes = sum(c.steps for c in counters), parser.pushes
-    masker.mask(matcher)
+    again = list(masker.mask(matcher))
     steps, pushes = sum(c.steps for c in counters) - steps, parser.pushes - pushes
+    assert again == want, f"{rule} (asked again), {mask_difference(again, want, vocab)}"
     lexemes = len(grammar.lexemes)
     walked = sum(len(vocab.tokens[t] or b"") for t in split.undecided)
     bound = walked * lexemes + lexemes
@@ -668,11 +825,17 @@ def deep_text(depth: int) -> bytes:
 @pytest.mark.task(4)
 def test_depth_20_costs_what_depth_2_costs() -> None:
     """The blowup lesson, counted: the same tokens inside 2 and inside 20 levels of arrays cost the same work."""
-    inner_shallow = counted_masks(nested_arrays(2), deep_text(2))
-    inner_deep = counted_masks(nested_arrays(20), deep_text(20))
-    assert inner_deep == inner_shallow, (
-        f"masks inside the innermost array cost (lexer steps, parser pushes) {inner_shallow} at depth 2 and "
-        f"{inner_deep} at depth 20: nesting is a stack frame, and a mask must not walk the stack")
+    shallow = counted_masks(nested_arrays(2), deep_text(2))
+    deep = counted_masks(nested_arrays(20), deep_text(20))
+    assert [raw for raw, _, _ in shallow] == [raw for raw, _, _ in deep], "test bug: the same inner tokens"
+    for (raw, *at_2), (_, *at_20) in zip(shallow, deep, strict=True):
+        assert at_20 == at_2, (
+            f"nesting is a stack frame, and a mask must not walk the stack: the innermost array's content reads "
+            f"the same lexemes at depth 2 and 20 (starting a lexeme must not cost more when the parser holds more "
+            f"open rules around it), "
+            f"so a mask there costs the same; the mask before token {raw!r} cost (lexer steps, parser pushes) "
+            f"{tuple(at_2)} at depth 2 and {tuple(at_20)} at depth 20 (all: {[c[1:] for c in shallow]} and "
+            f"{[c[1:] for c in deep]})")
 
 
 def reply_with(masked: bool, family: str = "bpe", limit: int = 200) -> bytes:
