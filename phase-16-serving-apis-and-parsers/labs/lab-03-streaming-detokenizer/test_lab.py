@@ -14,6 +14,7 @@ import codecs
 import functools
 import random
 from collections.abc import Sequence
+from types import ModuleType
 
 import pytest
 from hypothesis import example, given
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from mini_vllm import BPETokenizer, ByteTokenizer, Tokenizer
 from mini_vllm.labs import load_lab
 from mini_vllm.sandbox import each
+from mini_vllm.sandbox.probes import install as install_probe
 from mini_vllm.testing.expect import hold_problem, must_raise
 from mini_vllm.testing.strategies import any_bytes, cut_points, multilingual_text, split_at
 from mini_vllm.testing.tokenizers import PieceTokenizer
@@ -361,6 +363,38 @@ def test_fifty_random_slicings() -> None:
         pieces = split_at(raw, rng.sample(range(1, len(raw)), rng.randint(1, len(raw) // 2)))
         assert_matches_oracle(*pieces_stream(pieces), f"slicing {seed} of 50: each token emits exactly what is "
                               "certain")
+
+
+# Two pieces that split a rocket between them: "x" * 16 KiB + f0 9f, then 9a 80 + "y" * 16 KiB. Fed in turn, the
+# first shows its x's and holds two bytes, the second shows the rocket and its y's: 12 MiB in all.
+LONG_PIECES = [b"x" * 2**14 + ROCKET.encode()[:2], ROCKET.encode()[2:] + b"y" * 2**14]
+LONG_SHOWN = ["x" * 2**14, ROCKET + "y" * 2**14]
+
+
+@pytest.mark.task(2)
+def test_memory_stays_bounded_on_a_long_stream() -> None:
+    """Feed keeps the unfinished character (at most 3 bytes), never the stream: checked on a 12 MiB stream, each
+    feed's text first (a count only means something for a detokenizer that is right), then what is kept."""
+    tokenizer = PieceTokenizer(LONG_PIECES)
+    assert oracle(tokenizer, [0, 1, 0, 1])[0] == LONG_SHOWN * 2, "test bug: the oracle disagrees with this stream"
+    rule = "feed keeps only the unfinished character at the end, never the stream so far"
+    if isinstance(lab, ModuleType):  # here: count the bytes the detokenizer's attributes hold
+        detok, budget = lab.StreamingDetokenizer(tokenizer), sum(map(len, LONG_PIECES)) + 64  # (and the tokenizer)
+    else:  # in the grading sandbox: the kernel's count of the grading process's memory
+        lab.restart()
+        detok, budget = lab.StreamingDetokenizer(tokenizer), 6 * 2**20
+    for batch in range(384):  # 768 feeds of 16 KiB
+        shown = each(detok.feed, [0, 1])
+        assert shown == LONG_SHOWN, (
+            f"{rule}; each feed shows what became certain: feed {2 * batch + 1} must show 16,384 x's and hold the "
+            f"rocket's first two bytes, feed {2 * batch + 2} the rocket and 16,384 y's, but they showed "
+            f"{[quote(text[:8]) + f'… ({len(text):,} characters)' for text in shown]}")
+        if batch % 32 == 31:
+            kept = (int(install_probe(lab, "Introspection").characters_kept(detok)) if isinstance(lab, ModuleType)
+                    else lab.memory_in_use())
+            assert kept <= budget, (
+                f"{rule}: after {(batch + 1) * 2 * 2**14 / 2**20:.1f} MiB fed, {kept:,} bytes are held "
+                f"({budget:,} allowed)")
 
 
 # -------------------------------------------------------------------- task 3: flush
