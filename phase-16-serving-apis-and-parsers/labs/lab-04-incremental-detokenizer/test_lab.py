@@ -671,11 +671,13 @@ def test_vllm_peer_strings_half_as_prompt(name: str) -> None:
             check_prompt_end(tokenizer, ids, cut, 0, skip=skip)
 
 
-def within_other_tasks_rules(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int]) -> bool:
-    """Whether your run of ``output`` after ``prompt`` (ending between characters, or empty) is right and within
-    budget: what a test of a later task's cost builds on (otherwise that task's own tests show the mistake)."""
+def within_other_tasks_rules(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int],
+                             counted: bool = True) -> bool:
+    """Whether your run of ``output`` after ``prompt`` (ending between characters, or empty) is right (and, if
+    ``counted``, within budget): what a test of a later task's cost builds on (otherwise the earlier task's own
+    tests show the mistake)."""
     run = measure(tokenizer, prompt, output)
-    return run.problem is None and run.cost <= COST_BUDGET
+    return run.problem is None and (not counted or run.cost <= COST_BUDGET)
 
 
 def prompt_cost(kind: str, inside_a_character: bool) -> None:
@@ -693,8 +695,8 @@ def prompt_cost(kind: str, inside_a_character: bool) -> None:
         cuts = [k for k in range(PROMPT, PROMPT + 8) if (k not in boundaries) == inside_a_character]
         split = cuts[0] if cuts else PROMPT
         earlier = max(k for k in boundaries if k <= split)
-        if inside_a_character and not within_other_tasks_rules(tokenizer, ids[:earlier], ids[earlier:]):
-            return  # wrong or too costly after a prompt that ends between characters: task 3's tests show it
+        if inside_a_character and not within_other_tasks_rules(tokenizer, ids[:earlier], ids[earlier:], counted=False):
+            return  # wrong after a prompt ending between characters: task 3 shows it (the cost here is this test's)
         rule = f"{PROMPT_RULE} (here a prompt of {split} tokens)"
         costs[length] = right_then_cost(kind, measure(tokenizer, ids[:split], ids[split:], rule=rule))
     where = "inside a character" if inside_a_character else "between characters"
