@@ -225,6 +225,54 @@ def trie_steps(automaton: ByteAutomaton, vocab: Vocabulary, state: int) -> int:
     return sum(1 for p in prefixes if p and p[:-1] in readable)
 
 
+class _CountingTokens(list):  # type: ignore[type-arg]
+    """A vocabulary's tokens that count what is read of them (in the tests' own process)."""
+
+    def __init__(self, tokens: Sequence[bytes | None], owner: CountingVocabulary) -> None:
+        super().__init__(tokens)
+        self._owner = owner
+
+    def __getitem__(self, key: Any) -> Any:
+        got = super().__getitem__(key)
+        self._owner.read += len(got) if isinstance(key, slice) else 1
+        return got
+
+    def __iter__(self) -> Any:
+        for token in super().__iter__():
+            self._owner.read += 1
+            yield token
+
+
+class CountingVocabulary:
+    """A vocabulary whose tokens count every read (``read``): a trie built once reads each token in ``__init__``,
+    and a ``mask`` reads none. In the grading sandbox it stays here, and graded code gets a stand-in whose reads
+    are served and counted here (mini_vllm/sandbox/served.py); every trie masker a test builds (lab-08's
+    TokenMasker, lab-09's TrieMasker) gets one."""
+
+    sandbox_interface = "counting-vocabulary"
+
+    def __init__(self, inner: Vocabulary) -> None:
+        self.inner = inner
+        self.read = 0
+        self.eos_token_id = inner.eos_token_id
+        self.tokens = _CountingTokens(inner.tokens, self)
+
+    def __len__(self) -> int:
+        return len(self.inner.tokens)
+
+    def sandbox_facts(self) -> dict[str, int]:
+        return {"size": len(self.inner.tokens), "eos_token_id": self.inner.eos_token_id}
+
+    def tokens_between(self, start: int, stop: int) -> list[bytes | None]:
+        from mini_vllm.sandbox.served import MAX_TOKENS_READ
+
+        start, stop = max(0, start), min(len(self.inner.tokens), stop)
+        if stop - start > MAX_TOKENS_READ:
+            raise ValueError(f"at most {MAX_TOKENS_READ:,} tokens in one read")
+        self.read += max(0, stop - start)
+        return list(self.inner.tokens[start:stop])
+
+
 class OutlinesOracle:
     """outlines-core's index for a regular expression: its own automaton, its own per-state token sets."""
 

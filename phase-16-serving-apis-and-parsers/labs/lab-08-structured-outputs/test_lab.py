@@ -37,6 +37,7 @@ from mini_vllm.testing.structured import (
     SAMPLER_CASES,
     WEATHER_SCHEMA,
     CountingAutomaton,
+    CountingVocabulary,
     GuidanceOracle,
     OutlinesOracle,
     class_regex,
@@ -255,7 +256,7 @@ def random_walk_trace(family: str, regex: str, steps: int, seed: int,
     """
     vocab = family_vocabulary(family)
     automaton = oracle_automaton(regex)
-    masker = lab.TokenMasker(automaton, vocab)
+    masker = lab.TokenMasker(automaton, CountingVocabulary(vocab))
     first = getattr(masker, mask_of)(automaton.start)  # before the oracles are built: a stub fails at once
     outlines, guidance = OutlinesOracle(regex, vocab), GuidanceOracle(regex, vocab)
     rng, state, table, output = random.Random(seed), automaton.start, [], b""
@@ -309,7 +310,7 @@ def test_tekken_byte_tokens_can_spell_an_emoji() -> None:
     vocab = family_vocabulary("tekken")
     regex = regex_of("const")  # "東京🫨"
     automaton = oracle_automaton(regex)
-    masker = lab.TokenMasker(automaton, vocab)
+    masker = lab.TokenMasker(automaton, CountingVocabulary(vocab))
     state = walk(automaton, automaton.start, '"東京'.encode())
     ids = tekken.encode("🫨")
     assert [vocab.tokens[i] for i in ids] == [b"\xf0", b"\x9f", b"\xab", b"\xa8"], "Tekken splits 🫨 in four bytes"
@@ -327,7 +328,7 @@ def test_after_a_lead_byte_only_continuations_are_allowed() -> None:
     regex = regex_of("weather")
     automaton = oracle_automaton(regex)
     state = walk(automaton, automaton.start, b'{"city": "\xf0\x9f')  # inside a string, after F0 9F
-    mine, want = lab.TokenMasker(automaton, vocab).mask(state), oracle_mask(regex, "bpe", state)
+    mine, want = lab.TokenMasker(automaton, CountingVocabulary(vocab)).mask(state), oracle_mask(regex, "bpe", state)
     assert mine == want, (
         f"after F0 9F only tokens that go on with continuation bytes (and finish the character) are allowed: "
         f"{mask_difference(mine, want, vocab)}")
@@ -338,7 +339,7 @@ def test_after_a_lead_byte_only_continuations_are_allowed() -> None:
 def test_eos_exactly_when_accepting(family: str) -> None:
     vocab = family_vocabulary(family)
     automaton = oracle_automaton(regex_of("weather"))
-    masker = lab.TokenMasker(automaton, vocab)
+    masker = lab.TokenMasker(automaton, CountingVocabulary(vocab))
     wrong = [state for state in range(automaton.num_states)
              if (vocab.eos_token_id in masker.mask(state)) != automaton.is_accepting(state)]
     assert not wrong, (f"EOS ends the output, so it is allowed exactly in accepting states: wrong in states "
@@ -358,7 +359,7 @@ LOW_EOS = Vocabulary(tokens=[None, b"ab", b"a\n", b"\x00", b"\n", b"a", None, b"
 @pytest.mark.parametrize("method", ["scan", "mask"])
 def test_masks_are_sorted_ids_with_eos_in_its_place(method: str) -> None:
     """EOS is an id like any other: in an accepting state it sits in the sorted list where its id falls."""
-    masker = lab.TokenMasker(no_newline_automaton(), LOW_EOS)
+    masker = lab.TokenMasker(no_newline_automaton(), CountingVocabulary(LOW_EOS))
     got = getattr(masker, method)(0)
     readable = [i for i, t in enumerate(LOW_EOS.tokens) if t is not None and b"\n" not in t]
     want = sorted([LOW_EOS.eos_token_id, *readable])
@@ -376,13 +377,32 @@ def test_trie_walk_prunes_dead_prefixes(name: str) -> None:
     automaton = oracle_automaton(regex_of(name))
     for state in range(0, automaton.num_states, 3):
         counting = CountingAutomaton(automaton)
-        mine = lab.TokenMasker(counting, vocab).mask(state)
+        mine = lab.TokenMasker(counting, CountingVocabulary(vocab)).mask(state)
         budget = trie_steps(automaton, vocab, state)
         assert mine == oracle_mask(regex_of(name), "bpe", state), f"state {state}: the mask itself is wrong"
         assert counting.steps <= budget, (
             f"state {state}: a trie walk steps the automaton once per child of each prefix it can read "
             f"({budget} steps here); you took {counting.steps}. Skip everything below a dead prefix, and read "
             "the automaton through step() only")
+
+
+@pytest.mark.task(2)
+def test_the_trie_is_built_once_in_init() -> None:
+    """Counted on the tests' side (every TokenMasker a test builds gets a vocabulary that counts its reads): __init__
+    reads the vocabulary to build the trie; mask() reads none of it."""
+    plain, regex = family_vocabulary("bpe"), regex_of("weather")
+    vocab = CountingVocabulary(plain)
+    masker = lab.TokenMasker(oracle_automaton(regex), vocab)
+    built = vocab.read
+    for state in range(0, oracle_automaton(regex).num_states, 7):
+        mine, want = masker.mask(state), oracle_mask(regex, "bpe", state)
+        assert mine == want, (f"state {state}: the mask (outlines-core's) comes before its cost is counted; "
+                              f"{mask_difference(mine, want, plain)}")
+        assert vocab.read == built, (
+            f"build the trie once in __init__: a mask walks the trie, it does not read the vocabulary again; "
+            f"__init__ read {built:,} tokens, and the masks since have read {vocab.read - built:,} more")
+    assert built >= len(plain.tokens), (
+        f"the trie holds every token of the vocabulary: __init__ read {built:,} of its {len(plain.tokens):,} tokens")
 
 
 @pytest.mark.task(2)

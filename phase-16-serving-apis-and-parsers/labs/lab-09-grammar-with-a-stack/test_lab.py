@@ -29,7 +29,6 @@ from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
 from mini_vllm.testing.masks import mask_difference, mask_text
 from mini_vllm.testing.stack import (
-    CountingVocabulary,
     GuidanceGrammarOracle,
     LarkParser,
     counting_grammar,
@@ -39,7 +38,7 @@ from mini_vllm.testing.stack import (
     lexer_state_after,
     split_after,
 )
-from mini_vllm.testing.structured import family_vocabulary
+from mini_vllm.testing.structured import CountingVocabulary, family_vocabulary
 from mini_vllm.testing.trace import Step, format_trace, quote
 from mini_vllm.toy_model import ToyModel
 
