@@ -98,7 +98,8 @@ BOTH_READINGS = ('{"k": "x", "a": 1}', '{"k": "x", "b": 1}')
 
 SCHEMAS: dict[str, Any] = {"weather": WEATHER, "literal or string": LITERAL_OR_STRING, "tree": TREE, "thread": THREAD,
                            "kinds": KINDS, "json_object": JSON_OBJECT, "nested-3": nested_arrays(3)}
-SCHEMAS.update({f"{name} twice": twice(SCHEMAS[name]) for name in ("weather", "tree", "thread", "nested-3")})
+SCHEMAS.update({f"{name} twice": twice(SCHEMAS[name])
+                for name in ("weather", "tree", "thread", "nested-3", "literal or string")})
 # Any object, or one whose "v" is any array: `{"v": []}` is both.
 SCHEMAS["json_object twice"] = {"anyOf": [{"type": "object"},
                                           {"type": "object", "properties": {"v": {"type": "array"}}}]}
@@ -288,19 +289,21 @@ def readings_after(grammar: Grammar, pieces: Sequence[frozenset[int]]) -> tuple[
 def test_push_takes_a_set_and_keeps_every_reading(text: str) -> None:
     """push(lexemes) moves every item waiting for *any* of them: `"x"` is both a literal and a string, and only
     the key after it says which branch the object is, so both readings must survive the push."""
-    grammar = grammar_of("literal or string")
-    parser, pieces = lab.EarleyParser(grammar), lex_compact(grammar, text)
-    assert pieces is not None and earley_accepts(grammar, text), "test bug: lark's Earley parser must accept this"
-    for k, piece in enumerate(pieces, start=1):
-        want = readings_after(grammar, pieces[:k])
-        assert want is not None, "test bug: llguidance must read every prefix of the text"
-        took = parser.push(piece)
-        got = (names(grammar, parser.allowed()), parser.accepts()) if took else None
-        assert got == (names(grammar, want[0]), want[1]), (
-            f"push takes a set of lexemes that read the same bytes and moves every item waiting for any of them "
-            f"(every reading is kept): after {quote(text)}'s first {k} lexemes, the last {names(grammar, piece)}, "
-            f"allowed() and accepts() are {names(grammar, want[0])}, {want[1]} (llguidance, over every reading); "
-            + ("you refused the push" if got is None else f"you have {got[0]}, {got[1]}"))
+    for name in ("literal or string", "literal or string twice"):  # twice: ambiguous, as every task-1 test's grammar
+        grammar = grammar_of(name)
+        parser, pieces = lab.EarleyParser(grammar), lex_compact(grammar, text)
+        assert pieces is not None and earley_accepts(grammar, text), "test bug: lark's Earley parser must accept this"
+        for k, piece in enumerate(pieces, start=1):
+            want = readings_after(grammar, pieces[:k])
+            assert want is not None, "test bug: llguidance must read every prefix of the text"
+            took = parser.push(piece)
+            got = (names(grammar, parser.allowed()), parser.accepts()) if took else None
+            assert got == (names(grammar, want[0]), want[1]), (
+                f"push takes a set of lexemes that read the same bytes and moves every item waiting for any of them "
+                f"(every reading is kept): {name}, after {quote(text)}'s first {k} lexemes, the last "
+                f"{names(grammar, piece)}, allowed() and accepts() are {names(grammar, want[0])}, {want[1]} "
+                f"(llguidance, over every reading); "
+                + ("you refused the push" if got is None else f"you have {got[0]}, {got[1]}"))
 
 
 @pytest.mark.task(1)
