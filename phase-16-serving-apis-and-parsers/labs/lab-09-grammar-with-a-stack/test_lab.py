@@ -522,6 +522,24 @@ def test_the_parser_is_asked_only_where_a_lexeme_ends() -> None:
 
 
 @pytest.mark.task(2)
+def test_a_byte_that_starts_no_lexeme_ends_none() -> None:
+    """Counted on the tests' side: after a whole integer, `x` starts no lexeme of the grammar, so the integer does
+    not end before it (rule 3): the byte is refused without asking the parser."""
+    grammar = grammar_of("kinds")
+    parser = LarkParser(grammar)
+    matcher = lab.ByteMatcher(grammar, parser)
+    for byte in b'{"n": 12':
+        assert matcher.feed(byte), "'{\"n\": 12' is a prefix of a valid reply: the matcher must take each byte"
+    before = parser.calls
+    assert not matcher.feed(ord("x")), "no lexeme of the grammar starts with 'x': it is refused"
+    asked = parser.calls - before
+    assert asked == 0, (f"ask the parser only where a lexeme ends: a byte that starts no lexeme of the grammar ends "
+                        f"none (rule 3), so it is refused without a word to the parser; you asked it {asked} times")
+    assert matcher.feed(ord("}")) is False and matcher.feed(ord(",")), (
+        "after the refused byte the matcher stands where it was: ',' ends the integer")
+
+
+@pytest.mark.task(2)
 def test_rollback_costs_the_stack_not_the_input_so_far() -> None:
     """Counted on the tests' side: a rollback across lexemes asks the parser for its own rollback, never for the
     lexemes before the checkpoint again, so the same steps after 5 and after 60 objects cost the same calls."""
