@@ -33,7 +33,13 @@ LABS = sorted(p.name[:6] for p in LABS_DIR.iterdir() if p.is_dir() and p.name.st
 # lab-06's rule_split, second implementations of task 1, became properties; lab-08's oracle_bytes, oracle_mask
 # and oracle_sample were removed the same way; lab-09's LarkParser, the LALR(1) parser tasks 2-4 run on, answers
 # no test of task 1 since each of them holds an ambiguous grammar, for which LALR builds no table.)
-KNOWN_ANSWERS: dict[tuple[str, str, str], str] = {}
+KNOWN_ANSWERS: dict[tuple[str, str, str], str] = {
+    # Pasted into feed (a kit function in a method's place, since issue 42), a function that returns its text
+    # argument as it is passes the one test whose answer is the input unchanged (stop=None: no stops): so does
+    # `return text`, which is no part of the task's work.
+    ("lab-05", "StopStringChecker", "mini_vllm/testing/graded.py: quoted_if_foreign (pasted into feed)"):
+        "an identity: passes only test_no_stop_given_streams_everything_at_once, as `return text` does",
+}
 # Each lab's probe is its own subprocess (the lab's tests on the reference, then the replay): labs spread over the
 # workers. Seconds of CPU on a quiet machine; the limit is for a loaded one.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
