@@ -6,7 +6,9 @@ what the list names, read-only: the system's programs and libraries (``/usr`` an
 interpreter and its installed packages (each as Python writes its path and as it resolves: an
 autograder's venv may be a link to the course's ``.venv``), and the course's engine (``mini_vllm``
 without its testing kit). Besides them: a private, empty ``/tmp`` (64 MiB) and the child's own
-``/proc`` and ``/dev`` (read-only: its device nodes, no tmpfs without a size to fill). Nothing else
+``/proc`` and ``/dev`` (read-only: its device nodes, no tmpfs without a size to fill). The root itself is
+remounted read-only once the list is in place, so ``/tmp`` (bounded, and counted in the child's memory by
+:func:`mini_vllm.sandbox.remote.memory_held`) is the only place the child can write. Nothing else
 of the host exists in there: no lab folder, no test, no fixture, no other course copy, no
 autograder zip, no ``/run``, ``/var``, ``/home`` or ``/root``. The child has
 its own user, IPC, network (no interface up), PID, UTS and cgroup namespaces, no capability,
@@ -129,7 +131,9 @@ def bwrap_command(seen: list[Seen]) -> list[str]:
             command += ["--symlink", item.link_to, item.path]
         else:
             command += ["--ro-bind", os.path.realpath(item.path), item.path]
-    return [*command, "--"]
+    # Last, once every mount point is made in it: the root tmpfs itself read-only (bwrap sizes it at half the
+    # host's RAM, and no figure of the child's memory counts it), so /tmp is the one place the child can write.
+    return [*command, "--remount-ro", "/", "--"]
 
 
 def as_user(uid: int, seen: list[Seen]) -> list[str]:
@@ -202,7 +206,7 @@ class Walls:
 
     def describe(self) -> str:
         if self.kind == BWRAP:
-            text = ("bubblewrap: an empty root holding only the interpreter, its packages and the engine (read-only), "
+            text = ("bubblewrap: an empty, read-only root holding only the interpreter, its packages and the engine, "
                     "a private /tmp and /proc, a read-only /dev; its own user, IPC, network, PID, UTS and cgroup "
                     "namespaces; no capabilities; no_new_privs; dies with the grader")
             if self.as_root:
