@@ -34,7 +34,8 @@ from typing import Any
 from mini_vllm.sandbox import budget as budgets
 from mini_vllm.sandbox import isolation
 from mini_vllm.sandbox.budget import ALARM, Budget, Clock, Meter
-from mini_vllm.sandbox.peer import PARENT, CallTimedOut, ChannelClosed, Peer, ServingStopped, StrictLender
+from mini_vllm.sandbox.declared import Gate, is_method
+from mini_vllm.sandbox.peer import PARENT, CallTimedOut, ChannelClosed, Peer, RemoteMethod, ServingStopped, StrictLender
 from mini_vllm.sandbox.wire import ForeignError, WireError
 
 SETUP_BUDGET_S = 30.0  # CPU seconds to import the submission (and the engine) in a fresh child
@@ -175,14 +176,22 @@ class ParentPeer(Peer):
 
         super().__init__(PARENT, read_fd, write_fd, ReferenceLender(worker), load_tokenizer_cached)
         self.worker = worker
+        self.gate = Gate(worker.number)  # what the tests may ask this child, and what each answer must be
         self._counted = 0  # of received_bytes, what was added to the worker's count for the test
         self._call: tuple[Budget, Clock] | None = None  # the call being waited for: its budget and clock
         self._serving = False  # a request of the child's is being served (requests can nest)
 
     def request(self, op: str, *args: Any) -> Any:
+        """One question to the child, asked only if the lab's API has it, its answer checked against the API."""
+        expected = self.gate.before(op, args)
+        if op == "getattr" and expected is not None and is_method(self.worker.number, expected):
+            proxy = self._proxies.get(args[0])
+            if proxy is not None:  # a declared method: called by name, never looked up in the child
+                return RemoteMethod(proxy, args[1])
         label = self.worker.label_of(op, args)
         calls = len(args[2]) if op == "map" else 1
-        return self.worker.timed(label, lambda budget: self._timed_exchange(op, args, budget), calls)
+        result = self.worker.timed(label, lambda budget: self._timed_exchange(op, args, budget), calls)
+        return self.gate.after(expected, op, result)
 
     def receive(self, deadline: float | None) -> list[Any]:
         """One message, counted against what one test may receive (a flood fails the test, not the grader)."""
