@@ -244,6 +244,28 @@ def test_the_childs_root_is_read_only_when_an_ordinary_user_grades(
     check_root_is_read_only(graded_as_user[0], "graded by an ordinary user")
 
 
+@pytest.mark.slow
+@AS_THE_ORDINARY_USER
+@pytest.mark.parametrize("number", ["04", "09"])  # where it earned most before answers were checked (20.9, 21.4)
+def test_a_universal_liar_earns_nothing_when_an_ordinary_user_grades(number: str, user_course: UserCourse) -> None:
+    """instructor/dishonest/every_lab/says_yes_to_everything.py after the lab's starter, graded by an ordinary user in
+    its own copy (tests/test_course_contract.py grades it as root in every lab)."""
+    course = user_course.course
+    lab_dir = next((course / LABS_DIR.relative_to(REPO_ROOT)).glob(f"lab-{number}-*"))
+    liar = course / "liars" / f"lab_{number}_says_yes.py"
+    liar.parent.mkdir(exist_ok=True)
+    liar.write_text((lab_dir / "starter.py").read_text(encoding="utf-8") + "\n\n"
+                    + (course / DISHONEST / "every_lab" / "says_yes_to_everything.py").read_text(encoding="utf-8"),
+                    encoding="utf-8")
+    user_course.own(liar.parent)
+    runs = run_jobs(lab_dir, [Job("liar", {"LAB_SANDBOX": "1", f"LAB_IMPL_{number}": str(liar)})], timeout=900,
+                    as_user=user_course.as_user, owner=user_course.uid, course=course)
+    run = runs["liar"]
+    assert run.tests, f"nothing was graded:\n{run.output[-2000:]}"
+    earned = [f"{t['name']}: {t['score']:.2f}" for t in run.tests if t["score"] > 0]
+    assert run.results["score"] == 0 and not earned, "a universal liar must earn nothing:\n" + "\n".join(earned)
+
+
 def test_the_child_sees_only_its_allow_list() -> None:
     """What the policy lists is all there is: no lab folder, no tests, no testing kit, no /run, /var or /home."""
     seen = [s.path for s in isolation.view()]
