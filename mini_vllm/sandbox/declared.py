@@ -7,8 +7,8 @@ a lab's function, method or attribute is checked here against the type the lab's
 ``list[int]``, ``bool``, a declared value type of :mod:`mini_vllm.labtypes` and its fields), before the
 test sees it; a value of another type fails the test, naming the call and both types. The only references
 that reach a test are the objects of the lab's own classes its constructors return, and those answer no
-question either (:class:`mini_vllm.sandbox.peer.Remote` refuses ``bool``, ``in``, ``len`` and iteration on
-the trusted side): the test may only call their declared methods.
+question either (:class:`mini_vllm.sandbox.parent.Gate` refuses ``bool``, ``in``, ``len`` and iteration
+asked of them): the test may only call their declared methods.
 
 The API is the one the course records from the reference solutions (``mini_vllm/testing/fixtures/api.json``,
 which the release's starters are checked against), plus the attributes the tests read
@@ -168,18 +168,18 @@ def _problem(value: Any, node: Node, number: str) -> str | None:
     if name == "|":
         if any(_problem(value, option, number) is None for option in args):
             return None
-        return _what(value)
+        return what(value)
     if name == "Any" or name == "object":
         return _plain_problem(value, number)
     if name == "None":
-        return None if value is None else _what(value)
+        return None if value is None else what(value)
     if name in _SCALARS:
         ok = isinstance(value, _SCALARS[name]) and not (name in ("int", "float") and type(value) is bool
                                                         and name == "float")
-        return None if ok and not isinstance(value, Remote) else _what(value)
+        return None if ok and not isinstance(value, Remote) else what(value)
     if name in _SEQUENCES:
         if type(value) not in (list, tuple):
-            return _what(value)
+            return what(value)
         if name == "tuple" and args and not (len(args) == 2 and args[1][0] == "..."):
             if len(value) != len(args):
                 return f"a tuple of {len(value)} items (the API states {len(args)})"
@@ -187,11 +187,11 @@ def _problem(value: Any, node: Node, number: str) -> str | None:
         return _items_problem(value, args[0] if args else ("Any", ()), number)
     if name in _SETS:
         if type(value) not in (set, frozenset):
-            return _what(value)
+            return what(value)
         return _items_problem(list(value), args[0] if args else ("Any", ()), number)
     if name in _MAPPINGS:
         if type(value) is not dict:
-            return _what(value)
+            return what(value)
         key, item = args if len(args) == 2 else (("Any", ()), ("Any", ()))
         return _items_problem(list(value), key, number) or _items_problem(list(value.values()), item, number)
     alias = ALIASES.get(number, {}).get(name)
@@ -201,7 +201,7 @@ def _problem(value: Any, node: Node, number: str) -> str | None:
     if cls is None:
         raise NotAsDeclared(f"lab-{number}'s API names a type the grader does not know: {name}")
     if type(value) is not cls:
-        return _what(value)
+        return what(value)
     return _fields_problem(value, cls, number)
 
 
@@ -227,8 +227,8 @@ def _plain_problem(value: Any, number: str) -> str | None:
     if dataclasses.is_dataclass(value) or (isinstance(value, tuple) and hasattr(value, "_fields")):
         from mini_vllm.sandbox.wire import is_value
 
-        return _fields_problem(value, kind, number) if is_value(value) else _what(value)
-    return _what(value)
+        return _fields_problem(value, kind, number) if is_value(value) else what(value)
+    return what(value)
 
 
 def _fields_problem(value: Any, cls: type, number: str) -> str | None:
@@ -272,66 +272,9 @@ def _first(problems: Any) -> str | None:
     return next((p for p in problems if p is not None), None)
 
 
-def _what(value: Any) -> str:
+def what(value: Any) -> str:
     if isinstance(value, Remote):
         return "an object of your own code (a reference, not plain data)"
     kind = type(value)
     name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
-
-
-# ---------------------------------------------------------------------------------- the trusted side's questions
-
-NO_ANSWER = ("a reference to an object of your code answers no test's question: the tests call the lab's declared "
-             "methods on it, and what they return crosses as plain data")
-GRADER_PATHS = ("__ready__", "__setup__")  # the grader's own requests to the child, not the lab's API
-ASKS_NOTHING = ("setattr", "repr", "str")  # a test sets an attribute, or shows the object in a message
-
-
-class Gate:
-    """What the trusted side may ask one lab's child, and what each answer must be, by the lab's API.
-
-    Objects of the child that the lab's constructors return are the only references a test holds; each
-    is known here by the class it was constructed as (never by the name the child gives it).
-    """
-
-    def __init__(self, number: str) -> None:
-        self.number = number
-        self.kinds: dict[int, str] = {}  # object id in the child -> the lab's class it was constructed as
-
-    def before(self, op: str, args: tuple[Any, ...]) -> str | None:
-        """The API entry the answer must match (``"class X"`` for a constructor), or raise: not to be asked."""
-        if op == "call_path":
-            path = args[0]
-            if len(path) == 1 and path[0] in GRADER_PATHS:
-                return None
-            qualname = ".".join(path)
-            if len(path) == 1 and is_class(self.number, qualname):
-                return f"class {qualname}"
-        elif op in ("call", "map", "getattr"):
-            kind, name = self.kinds.get(args[0]), args[1]
-            if kind is None or not isinstance(name, str):
-                raise NotAsDeclared(NO_ANSWER)
-            qualname = f"{kind}.{name}"
-        elif op in ASKS_NOTHING:
-            return None
-        else:  # iter, bool, contains: a question asked of the object itself
-            raise NotAsDeclared(NO_ANSWER)
-        if returns(self.number, qualname) is None:
-            raise NotAsDeclared(f"lab-{self.number}: {qualname} is not part of the lab's API, so no test asks it "
-                                f"({NO_ANSWER})")
-        return qualname
-
-    def after(self, expected: str | None, op: str, result: Any) -> Any:
-        """``result`` if it is what ``expected`` states; a constructed object is remembered as its class."""
-        if expected is None:
-            return result
-        if expected.startswith("class "):
-            if not isinstance(result, Remote):
-                raise NotAsDeclared(f"constructing {expected[6:]} must give an object of that class, not "
-                                    f"{_what(result)}")
-            self.kinds[result._sandbox_id] = expected[6:]
-            return result
-        if op == "map":
-            return [check(self.number, expected, item) for item in result]
-        return check(self.number, expected, result)
