@@ -197,17 +197,14 @@ def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Pat
 # Where a lab's own tests still pay code that returns empty values (measured: make lab-NN with returns_empty, on
 # a2f8beb + the declared-type check). Each is a lab test's doing, not the sandbox's: a cost or memory test that
 # reads its count without checking the answer (issue 42 item 1), a test that passes when the run it depends on
-# breaks another task's rule (lab-04's control run), or one whose cases an empty answer satisfies (an empty
-# stream equals an empty stream; every one of no events is an SDK type; a lead byte that starts nothing has
-# length 0). Strict: when a lab's tests stop paying, its entry goes.
+# breaks another task's rule (lab-04's control run), or one whose cases an empty answer satisfies (a character
+# that is no U+FFFD). Strict: when a lab's tests stop paying, its entry goes (lab-02's, lab-03's and lab-07's
+# went: an empty stream no longer equals an empty stream, the length table is one test, and an empty event
+# stream fails the SDK-type tests).
 STILL_PAYS_EMPTY = {
-    "02": "10.2 points: test_non_streamed_response_equals_the_streamed_one, "
-          "test_reasoning_streamed_equals_non_streamed, test_no_empty_content_deltas",
-    "03": "5.6 points: test_length_table's cases whose answer is 0",
     "04": "54.9 points: every cost test, the prompt-end tests whose control run breaks a rule (they return), "
           "test_no_replacement_chars_for_valid_text, test_prompt_is_never_re_emitted",
     "06": "2.9 points: test_cost_per_character_does_not_grow",
-    "07": "3.4 points: the *_are_exactly_the_sdk_types tests and test_every_done_carries_exactly_its_deltas",
     "08": "2.5 points: test_index_stores_each_distinct_mask_once",
 }
 

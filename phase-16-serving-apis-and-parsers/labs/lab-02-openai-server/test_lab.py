@@ -817,6 +817,9 @@ def test_sse_framing_and_the_first_chunk(format_server: BackgroundServer) -> Non
 def test_no_empty_content_deltas(format_server: BackgroundServer) -> None:
     for prompt in ("japanese", "weather"):
         chunks = events(raw_sse(format_server, {"messages": [{"role": "user", "content": prompt}], "stream": True}))
+        said = [ch["delta"] for c in chunks for ch in c["choices"] if ch["delta"].get("content") or
+                ch["delta"].get("tool_calls")]
+        assert said, f"{prompt}: the reply goes out in chunks (an empty stream is no answer): no chunk said anything"
         empty = [c for c in chunks for ch in c["choices"]
                  if ch["delta"].get("content") == "" or (not ch["delta"] and not ch["finish_reason"])]
         assert not empty, f"{prompt}: chunks with nothing to say: {empty[:2]}"
@@ -839,6 +842,7 @@ def test_include_usage_sends_a_last_usage_chunk(format_server: BackgroundServer)
 @pytest.mark.parametrize("prompt", ["japanese", "emoji", "two tools"])
 def test_non_streamed_response_equals_the_streamed_one(format_server: BackgroundServer, prompt: str) -> None:
     text, calls, finish = reassemble(stream_chat(format_server, prompt))
+    assert text or calls, f"{prompt!r}: the reply goes out in chunks (an empty stream is no answer): none came"
     whole = ask(format_server, prompt).choices[0]
     assert (whole.message.content or "", whole.finish_reason) == (text, finish), (
         f"{prompt!r}: the chunks must add up to the non-streamed message: streamed {text!r} / {finish!r}, "
@@ -1086,6 +1090,7 @@ def test_a_thought_cut_short_stays_a_thought(steady_server: BackgroundServer) ->
 def test_reasoning_streamed_equals_non_streamed(steady_server: BackgroundServer, prompt: str,
                                                 options: dict[str, Any]) -> None:
     thought, answer, calls, finish = channels(stream_chat(steady_server, prompt, **options))
+    assert thought or answer or calls, f"{prompt!r}: the reply goes out in chunks (an empty stream is no answer)"
     whole = ask(steady_server, prompt, **options).choices[0]
     assert (extra(whole.message, "reasoning"), whole.message.content or "", whole.finish_reason) == (
         thought, answer, finish), "message.reasoning, content and finish_reason must match the stream"

@@ -98,6 +98,9 @@ def messages_formatter(send_thinking: bool = True, code: Any = None) -> Any:
     return (code or lab).MessagesEventFormatter("msg_test", "mini-vllm", input_tokens=7, send_thinking=send_thinking)
 
 
+NO_EVENTS = "every reply goes out as events (an empty stream is no answer, so it passes no check)"
+
+
 def item_events(formatter: Any, run: ReplyRun) -> tuple[list[dict[str, Any]], list[int]]:
     """The items (or blocks) only: every step's events, then ``close()``. (No lifecycle: tasks 1, 2, 4.)"""
     events: list[dict[str, Any]] = []
@@ -222,6 +225,7 @@ def test_every_done_carries_exactly_its_deltas() -> None:
         for k in (1, 5):
             run = run_of(name, "spm", k)
             events, step_of = item_events(responses_formatter(), run)
+            assert events, f"{NO_EVENTS}: reply {name!r} sent none"
             no_violations(check_responses(events, lifecycle=False), 1, events, step_of,
                           case_name(name, "spm", k))
 
@@ -287,6 +291,7 @@ def test_items_close_with_the_way_the_reply_ended(name: str, statuses: list[str]
 def test_item_events_are_exactly_the_sdk_types() -> None:
     for name in TEXT_REPLIES:
         events, _ = item_events(responses_formatter(), run_of(name, "byte", 3))
+        assert events, f"{NO_EVENTS}: reply {name!r} sent none"
         for i, event in enumerate(events):
             exactly_the_sdk_type("responses", event, f"event {i} of reply {name!r}")
 
@@ -484,6 +489,7 @@ def test_arguments_before_a_name_are_refused() -> None:
 def test_call_events_are_exactly_the_sdk_types() -> None:
     for name in CALL_REPLIES:
         events, _ = item_events(responses_formatter(), run_of(name, "byte", 3))
+        assert events, f"{NO_EVENTS}: reply {name!r} sent none"
         for i, event in enumerate(events):
             if "function_call" in json.dumps(event):
                 exactly_the_sdk_type("responses", event, f"event {i} of reply {name!r}")
@@ -680,6 +686,7 @@ def test_blocks_follow_the_grammar_for_any_reply(drawn: TextRun, send_thinking: 
 def test_block_events_are_exactly_the_sdk_types() -> None:
     for name in REPLIES:
         events, _ = item_events(messages_formatter(), run_of(name, "byte", 3))
+        assert events, f"{NO_EVENTS}: reply {name!r} sent none"
         for i, event in enumerate(events):
             exactly_the_sdk_type("messages", event, f"event {i} of reply {name!r}")
 
