@@ -173,10 +173,8 @@ def _problem(value: Any, node: Node, number: str) -> str | None:
         return _plain_problem(value, number)
     if name == "None":
         return None if value is None else what(value)
-    if name in _SCALARS:
-        ok = isinstance(value, _SCALARS[name]) and not (name in ("int", "float") and type(value) is bool
-                                                        and name == "float")
-        return None if ok and not isinstance(value, Remote) else what(value)
+    if name in _SCALARS:  # what crossed is a built-in value (a subclass of str crosses as a reference)
+        return None if isinstance(value, _SCALARS[name]) else what(value)
     if name in _SEQUENCES:
         if type(value) not in (list, tuple):
             return what(value)
