@@ -195,15 +195,16 @@ autograder: install
 	@$(PY) -m instructor.autograder.build $(if $(filter command line,$(origin LABS)),--labs "$(LABS)")
 
 ## setup.sh's real install path, once, as root: a bare Debian 12 root (debootstrap, no Python), setup.sh installing
-## Python 3.11 and the lock in it, then a graded submission (about 30 min; not in `make check`). See TEACHING.md.
+## Python 3.11 and the lock in it, then a graded submission (20 to 28 min measured; not in `make check`). See TEACHING.md.
 autograder-chroot: install
 	bash instructor/autograder/chroot_check.sh
 
-## Grade a class as the autograder would: SUBMISSIONS=dir holds one folder or .zip per student.
+## Grade a class as the autograder would: SUBMISSIONS=dir holds one folder or .zip per student (a Gradescope export).
+## LABS=03: as `make autograder LABS=03`'s assignment grades (a per-lab export); without it, the whole course.
 ## Writes build/batch/scores.csv and build/batch/<student>/results.json. ARGS="--jobs 4" and more: --help.
 grade-batch: install
-	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir  (one folder or .zip per student)"; exit 2; fi
-	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(ARGS)
+	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir [LABS=NN]  (one folder or .zip per student)"; exit 2; fi
+	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(if $(filter command line,$(origin LABS)),--labs "$(LABS)") $(ARGS)
 
 ## Record what the tests need from the reference solutions (mini_vllm/testing/fixtures/); commit the result.
 ## `make test` fails while a recording is stale. ARGS=--check only reports; ARGS=--redraw draws lab-07's texts again.
