@@ -13,9 +13,9 @@ Each submission is graded by ``run_autograder`` of ``make autograder``'s zip, se
 
 ``--per-lab`` grades each lab alone (``AUTOGRADER_LABS``: the same tests a one-lab assignment runs), complete
 and hanging, and prints TEACHING.md's per-lab table: the wall time, the CPU time of the whole grading
-(every process it started, as the kernel counts it once they end) and the peak memory of its processes
+(every process it started, the sandboxed children included) and the peak memory of its processes
 together (their resident memory summed, sampled every 0.2 s: the figure Gradescope's memory limit is
-closest to; a peak shorter than a sample can be missed).
+closest to; a peak shorter than a sample can be missed), both read from /proc.
 
 Wall-clock numbers, so they live here and not in a test: run it on a loaded machine too, since
 that is when Gradescope's own timeout would cut a run. TEACHING.md's recommended Gradescope timeout
@@ -28,7 +28,6 @@ import argparse
 import contextlib
 import os
 import re
-import resource
 import shutil
 import subprocess
 import threading
@@ -54,35 +53,44 @@ def fill(submission: Path, kind: str) -> None:
         target.write_text(text, encoding="utf-8")
 
 
-def tree_rss(root: int) -> int:
-    """Bytes resident in ``root`` and every process below it (VmRSS summed: shared pages count once per process)."""
-    total, pending, seen = 0, [root], set()
+def tree(root: int) -> dict[tuple[int, str], tuple[int, float]]:
+    """Per process below ``root`` (and ``root``), keyed by pid and start time: (bytes resident, CPU seconds so far)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found: dict[tuple[int, str], tuple[int, float]] = {}
+    pending, seen = [root], set()
     while pending:
         pid = pending.pop()
         if pid in seen:
             continue
         seen.add(pid)
-        with contextlib.suppress(OSError, ValueError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            rss = next((int(line.split()[1]) * 1024 for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                        if line.startswith("VmRSS:")), 0)
+            found[(pid, fields[19])] = (rss, (int(fields[11]) + int(fields[12])) / ticks)  # utime + stime
         with contextlib.suppress(OSError):
             for task in os.listdir(f"/proc/{pid}/task"):
                 with contextlib.suppress(OSError, ValueError):
                     pending += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-    return total
+    return found
 
 
 def grade(root: Path, env: dict[str, str]) -> tuple[float, float, int, str]:
-    """One run of run_autograder: wall seconds, CPU seconds of everything it ran, peak memory (bytes), last line."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """One run of run_autograder: wall seconds, CPU seconds of everything it ran, peak memory (bytes), last line.
+
+    Both from /proc, sampled every 0.2 s: a process killed inside a sandbox's own PID namespace is reaped
+    outside this tree, so the kernel's count of waited-for children (getrusage) would miss its CPU time. Each
+    process counts with the last CPU time seen (a process that lived under 0.2 s may be missed)."""
     started = time.monotonic()
     peak = [0]
+    cpu: dict[tuple[int, str], float] = {}
     with subprocess.Popen([str(root / "run_autograder")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True) as process:
         def sample() -> None:
             while process.poll() is None:
-                peak[0] = max(peak[0], tree_rss(process.pid))
+                now = tree(process.pid)
+                peak[0] = max(peak[0], sum(rss for rss, _ in now.values()))
+                cpu.update({key: used for key, (_, used) in now.items()})
                 time.sleep(0.2)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -90,10 +98,8 @@ def grade(root: Path, env: dict[str, str]) -> tuple[float, float, int, str]:
         output, _ = process.communicate(timeout=DEFAULT_TIMEOUT_S + 120)
         sampler.join()
     seconds = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     last = output.strip().splitlines()[-1] if output.strip() else ""
-    return seconds, cpu, peak[0], last
+    return seconds, sum(cpu.values()), peak[0], last
 
 
 def per_lab(root: Path, kinds: list[str]) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml  # PyYAML: in the locked dev packages (openai-agents and mcp need it), which grade-batch's .venv holds
 
 METADATA = "submission_metadata.json"  # the autograder's form of Gradescope's metadata, in a submission's folder
-# Gradescope's "Download Submissions" export: one folder per submission (submission_NNN) and, beside them, this
+# Gradescope's "Export Submissions": one folder per submission (submission_NNN) and, beside them, this
 # file, which names each folder's submitters in Ruby-style YAML (`:submitters:` with `:name:`, `:sid:`, `:email:`).
 EXPORT_METADATA = "submission_metadata.yml"
 
