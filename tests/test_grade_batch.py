@@ -273,6 +273,8 @@ def test_each_status_says_what_happened_in_the_students_words(
     outputs = {student: [t["output"] for t in json.loads((out / student / "results.json").read_text())["tests"]]
                for student in rows}
     assert all("does not import" not in o for o in outputs["hangs"]), "a budget overrun is not an import failure"
+    assert all("is a file of another lab: this file defines" in o and "does not import" not in o
+               for o in outputs["wrong-lab"]), f"each test says why, not an import failure: {outputs['wrong-lab'][:1]}"
     assert any("stopped after " in o and " s of CPU: utf8_expected_len" in o for o in outputs["hangs"]), (
         outputs["hangs"][:3])
     assert any("your lab-03 file defines no 'StreamingDetokenizer'" in o for o in outputs["partial"]), (

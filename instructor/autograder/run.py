@@ -168,7 +168,21 @@ def grade(root: Path) -> dict[str, Any]:
     document["extra_data"]["submission"] = submission_record(found)
     for lab, status in lab_statuses(graded, document["tests"]).items():
         document["extra_data"]["submission"][lab].update(status)
+    say_why_not_graded(document, [f for f in graded if f.file is None])
     return document
+
+
+def say_why_not_graded(document: dict[str, Any], missing: list[Found]) -> None:
+    """A lab with no file of its own ran against a stand-in that fails to import with the reason; its tests and
+    the scorecard say the reason alone, not as an import failure of a file the student never wrote."""
+    for f in missing:
+        stand_in = f"{f.lab[:6]} does not import: ImportError: "
+        for entry in document["tests"]:
+            if entry["name"].startswith(f.lab + " "):
+                entry["output"] = f.problem
+            else:
+                entry["output"] = entry["output"].replace(stand_in, "")
+        document["output"] = document["output"].replace(stand_in, "")
 
 
 def lab_statuses(found: list[Found], tests: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
