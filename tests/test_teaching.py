@@ -79,6 +79,7 @@ def test_each_make_command_of_the_guide_runs(command: str) -> None:
     assert done.returncode == 0 or VERDICT.search(done.stderr), f"`{command}`:\n{said[-800:]}"
 
 
+@pytest.mark.slow  # a zip built and a lab graded: make check, not make test's three minutes
 @pytest.mark.parametrize("command", sorted(RUN_FOR_REAL))
 def test_the_commands_that_build_a_zip_run_for_real(command: str) -> None:
     assert command in teaching_commands("make"), f"TEACHING.md no longer shows `{command}`"
