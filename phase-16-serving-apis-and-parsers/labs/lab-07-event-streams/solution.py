@@ -243,7 +243,7 @@ class MessagesEventFormatter(EventFormatter):
 
     def start(self) -> list[Event]:
         """``message_start``: the message, still empty."""
-        message = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model,
+        message: dict[str, Any] = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model,
                    "content": [], "stop_reason": None, "stop_sequence": None,
                    "usage": {"input_tokens": self.input_tokens, "output_tokens": 0}}
         return [{"type": "message_start", "message": message}]

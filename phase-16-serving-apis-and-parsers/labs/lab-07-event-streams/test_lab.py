@@ -78,7 +78,7 @@ CALL_REPLIES: dict[str, tuple[str, dict[str, Any]]] = {
     "cut-args": ("weather", {"max_tokens": 80}),  # ... inside its arguments
 }
 REPLIES = {**TEXT_REPLIES, **CALL_REPLIES}
-BROKEN = ("broken tool", {})  # the model forgets a brace: the pipeline raises mid-reply
+BROKEN: tuple[str, dict[str, Any]] = ("broken tool", {})  # the model forgets a brace: the pipeline raises mid-reply
 
 
 def run_of(name: str, family: str = "byte", k: int = 1) -> ReplyRun:
@@ -234,7 +234,7 @@ def test_sequence_numbers_run_on_across_items() -> None:
     run = run_of("think", "bpe", 2)
     events, step_of = item_events(responses_formatter(), run)
     no_violations(check_responses(events, lifecycle=False), 1, events, step_of, case_name("think", "bpe", 2))
-    numbers = [e.get("sequence_number") for e in events]
+    numbers: list[Any] = [e.get("sequence_number") for e in events]
     assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), (
         f"sequence_number goes up by one per event, across items (never restarted):\n  got      {numbers[:12]}…\n"
         f"  expected {list(range(numbers[0], numbers[0] + 12))}…")
@@ -313,7 +313,7 @@ def test_the_openai_sdk_rebuilds_your_message(name: str) -> None:
     state = ResponseStreamState(input_tools=[], text_format=openai_not_given())
     wrapped = around_items(events)  # event 0 is the response.created written here, so yours are 0-based below
     for number, event in enumerate(wrapped):
-        _, rejected = sdk_step(lambda event=event: state.handle_event(sdk_event("responses", event)))
+        _, rejected = sdk_step(lambda event=event: state.handle_event(sdk_event("responses", event)))  # type: ignore[misc]
         if rejected:
             sdk_failure("openai", "ResponseStreamState", wrapped, number - 1, rejected)
     final = state._completed_response
@@ -779,8 +779,9 @@ def test_block_events_are_exactly_the_sdk_types() -> None:
 
 def around_blocks(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Your blocks between a message_start and a message_stop written here, for the SDK's accumulator."""
-    message = {"id": "msg_test", "type": "message", "role": "assistant", "model": "mini-vllm", "content": [],
-               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 7, "output_tokens": 0}}
+    message: dict[str, Any] = {
+        "id": "msg_test", "type": "message", "role": "assistant", "model": "mini-vllm", "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 7, "output_tokens": 0}}
     return [{"type": "message_start", "message": message}, *events,
             {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
              "usage": {"output_tokens": 1}}, {"type": "message_stop"}]
@@ -1002,7 +1003,7 @@ def test_text_before_the_open_calls_fragment_loses_it() -> None:
 def test_content_index_counting_deltas_breaks_the_openai_sdk() -> None:
     """The bug is real: the SDK's accumulator looks the part up by content_index, and trips."""
     state = ResponseStreamState(input_tools=[], text_format=openai_not_given())
-    failure: Callable[[], None] = lambda: [state.handle_event(sdk_event("responses", e))  # noqa: E731
+    failure: Callable[[], object] = lambda: [state.handle_event(sdk_event("responses", e))  # noqa: E731
                                            for e in around_items(naive_item_events(run_of("plain")))]
     with pytest.raises(IndexError):
         failure()
