@@ -379,7 +379,9 @@ def test_the_grammar_cache_is_bounded_in_bytes(server: BackgroundServer) -> None
     pool = server.app.state.compile_pool
     bound, pool.cache_bytes = pool.cache_bytes, 2 * 1024**2
     try:
-        for length in range(40, 60):
+        # Each of these grammars is 1.7 to 2.1 MB here: past the first, one under the bound (40-44) evicts the one
+        # before it, and one over it (55-57) is served and not kept; both ways of keeping to the bound run.
+        for length in (*range(40, 45), *range(55, 58)):
             schema = {"type": "string", "maxLength": length}
             reply = httpx.post(server.base_url + "/chat/completions", json=chat(schema, max_tokens=3), timeout=60)
             assert reply.status_code == 200, reply.text[:300]
