@@ -225,7 +225,7 @@ lint: install
 	@for lab in $(LABS)/lab-*/; do \
 		$(PY) -m mypy --no-error-summary $$(ls $$lab/solution.py $$lab/test_lab.py 2>/dev/null) \
 			|| { echo "mypy: type errors in $$lab"; exit 1; }; done
-	@echo "mypy: the labs' solutions and tests type-check"
+	@echo "mypy: every lab's tests (and its solution, where there is one) type-check"
 
 clean:
 	rm -rf $(VENV) build results.json .pytest_cache .hypothesis
