@@ -86,8 +86,9 @@ lock:
 test: install
 	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist loadgroup -m "not slow"
 
-## Everything `make test` runs plus the slow checks (marked slow): the README's full test command, run by CI.
-check: install
+## The linters first (`make lint`), then everything `make test` runs plus the slow checks (marked slow):
+## the README's full test command, run by CI.
+check: lint
 	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist loadgroup
 
 ## The student's repository in DEST (a new folder): one commit, no solutions, no instructor/ folder.
@@ -217,9 +218,15 @@ fixtures: install
 #> 	@echo "make bench: the benchmarks compare your code with correct but slow versions of each lab, so they"
 #> 	@echo "ship in your instructor's copy of the course only; the README of each lab quotes their figures."
 
+## ruff on everything; mypy (strict) on mini_vllm, then on each lab's solution and tests, a lab at a time:
+## every lab folder has a solution.py and a test_lab.py, and one mypy run takes two files of one name for one module.
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	@for lab in $(LABS)/lab-*/; do \
+		$(PY) -m mypy --no-error-summary $$(ls $$lab/solution.py $$lab/test_lab.py 2>/dev/null) \
+			|| { echo "mypy: type errors in $$lab"; exit 1; }; done
+	@echo "mypy: every lab's tests (and its solution, where there is one) type-check"
 
 clean:
 	rm -rf $(VENV) build results.json .pytest_cache .hypothesis
