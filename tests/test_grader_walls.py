@@ -220,7 +220,7 @@ def test_the_walls_hold_when_an_ordinary_user_grades(graded_as_user: tuple[dict[
 
 
 def check_root_is_read_only(runs: dict[str, LabRun], who: str) -> None:
-    """The README: "the root itself is read-only, so its /tmp (64 MiB, counted in its memory) is the one place it
+    """docs/grading.md: "the root itself is read-only, so its /tmp (64 MiB, counted in its memory) is the one place it
     can write"."""
     run = runs["writes_the_root"]
     said = {line for t in run.tests for line in re.findall(r"root writes: [^)]*", t["output"])}
