@@ -117,3 +117,37 @@ def test_masks_are_computed_for_the_states_a_reply_visits_and_kept(server: Backg
     again = stats(server)["masks_computed"] - before - computed
     assert again == 0, f"the same reply again: every mask is a lookup, yet {again} were computed"
     assert stats(server)["tries"] == 1, "one vocabulary in the decode process: one trie"
+
+
+HOG = '''
+from mini_vllm.labs import load_lab
+
+_solution = load_lab("lab-08", "solution")
+globals().update({name: getattr(_solution, name) for name in _solution.__all__})
+
+
+class TokenMasker(_solution.TokenMasker):
+    def mask(self, state):
+        if len(self.vocab) > 2:  # not the compile's one-token probe: the decode process's first mask
+            hog = bytearray(3 * 1024**3)  # past the decode process's limit
+            del hog
+        return super().mask(state)
+'''
+
+
+def test_a_reply_past_the_decode_memory_limit_is_a_503_naming_it(tmp_path: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OS enforces the decode process's limit (RLIMIT_AS): a mask that needs more is a 503 naming the limit,
+    and the process lives on to serve the next reply."""
+    hog = tmp_path / "hog.py"
+    hog.write_text(HOG)
+    with BackgroundServer(build_engine("bpe"), pipeline=SOLUTION) as small:
+        schema = {"type": "object", "properties": {"m": {"type": "string", "maxLength": 9}}, "required": ["m"],
+                  "additionalProperties": False}
+        monkeypatch.setenv("LAB_IMPL_08", str(hog))
+        reply = post(small, chat(schema, max_tokens=5))
+        assert reply.status_code == 503, f"past the decode memory limit: a 503, not {reply.status_code}: {reply.text}"
+        assert "1024 MiB" in reply.json()["error"]["message"], reply.json()
+        monkeypatch.setenv("LAB_IMPL_08", "solution")
+        reply = post(small, chat(schema, max_tokens=5))
+        assert reply.status_code == 200, f"the decode process lives on: {reply.text[:300]}"
