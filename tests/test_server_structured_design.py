@@ -12,7 +12,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
+import os
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -151,3 +156,99 @@ def test_a_reply_past_the_decode_memory_limit_is_a_503_naming_it(tmp_path: Any,
         monkeypatch.setenv("LAB_IMPL_08", "solution")
         reply = post(small, chat(schema, max_tokens=5))
         assert reply.status_code == 200, f"the decode process lives on: {reply.text[:300]}"
+
+
+SPIN = '''
+import time
+
+from mini_vllm.labs import load_lab
+
+_solution = load_lab("lab-08", "solution")
+globals().update({name: getattr(_solution, name) for name in _solution.__all__})
+
+
+class TokenMasker(_solution.TokenMasker):
+    def mask(self, state):
+        if len(self.vocab) > 2:  # not the compile's one-token probe: a mask that takes a minute of pure Python
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                pass
+        return super().mask(state)
+'''
+SPUN = {"type": "object", "properties": {"spin": {"type": "string", "maxLength": 9}}, "required": ["spin"],
+        "additionalProperties": False}
+
+
+def decode_cpu_s(server: BackgroundServer) -> float:
+    """The decode process's CPU time so far (user + system), as the kernel counts it."""
+    pid = server.app.state.compile_pool.decoder._process.pid
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.fixture
+def spinning(tmp_path: Any) -> str:
+    path = tmp_path / "spin.py"
+    path.write_text(SPIN)
+    return str(path)
+
+
+def test_replies_whose_clients_left_stop_their_cpu(spinning: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ten requests whose first mask would spin for a minute, each client gone after half a second: the decode
+    process's CPU stops (counted by the kernel over the second after they left)."""
+    with BackgroundServer(build_engine("bpe"), pipeline=SOLUTION) as small:
+        assert post(small, chat({"type": "boolean"})).status_code == 200  # the decode process is up
+        monkeypatch.setenv("LAB_IMPL_08", spinning)
+
+        def leave(i: int) -> None:
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(small.base_url + "/chat/completions", json=chat(SPUN, content=f"x{i}"), timeout=0.5)
+
+        leavers = [threading.Thread(target=leave, args=(i,)) for i in range(10)]
+        for thread in leavers:
+            thread.start()
+        for thread in leavers:
+            thread.join(timeout=30)
+        time.sleep(0.3)  # the server notices each disconnect and closes its session
+        before = decode_cpu_s(small)
+        time.sleep(1.0)
+        spent = decode_cpu_s(small) - before
+        assert spent < 0.3, (
+            f"ten replies whose clients left: their masks must stop, yet the decode process spent {spent:.2f} s "
+            "of CPU in the second after")
+        assert stats(small)["sessions"] == 0
+
+
+def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A constrained stream whose masks are cached keeps its pace beside a reply whose first mask spins: its
+    largest gap beside stays within twice its largest gap alone, in the same run."""
+    with BackgroundServer(build_engine("bpe", token_delay_s=0.02), pipeline=SOLUTION) as small:
+        warm = {"type": "object", "properties": {"w": {"type": "string", "maxLength": 200}}, "required": ["w"],
+                "additionalProperties": False}
+
+        def largest_gap() -> float:
+            arrivals: list[float] = []
+            with httpx.Client(timeout=120) as client, client.stream(
+                    "POST", small.base_url + "/chat/completions",
+                    json=chat(warm, content="long", stream=True, max_tokens=60)) as response:
+                arrivals += [time.perf_counter() for line in response.iter_lines() if line.startswith("data: ")]
+            return max(b - a for a, b in itertools.pairwise(arrivals[2:]))
+
+        largest_gap()  # every mask of the warm reply computed and kept
+        alone = largest_gap()
+        monkeypatch.setenv("LAB_IMPL_08", spinning)
+        def spin() -> None:
+            with contextlib.suppress(httpx.HTTPError):  # it leaves after 8 s: its session is cancelled then
+                httpx.post(small.base_url + "/chat/completions", json=chat(SPUN), timeout=8)
+
+        threading.Thread(target=spin, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while stats(small)["sessions"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        monkeypatch.setenv("LAB_IMPL_08", "solution")
+        time.sleep(0.3)  # the spinning mask has begun
+        beside = largest_gap()
+        assert beside <= 2 * alone, (
+            f"a stall: the warm stream's largest gap was {beside * 1000:.0f} ms beside a reply computing a mask, "
+            f"against {alone * 1000:.0f} ms alone in the same run (the bound is twice that)")

@@ -15,6 +15,7 @@ out): an array of Tekken's inside-a-string mask is about a MiB.
 
 from __future__ import annotations
 
+import threading
 from array import array
 from collections import OrderedDict
 from typing import Any
@@ -62,6 +63,10 @@ class MaskCache:
             _, old = self._masks.popitem(last=False)
             self.nbytes -= old.nbytes
 
+    def clear(self) -> None:
+        self._masks.clear()
+        self.nbytes = 0
+
     def drop(self, grammar: str) -> None:
         """Forget one grammar's masks (its masker was evicted)."""
         for key in [k for k in self._masks if k[0] == grammar]:
@@ -72,16 +77,19 @@ class LazyMasks:
     """One grammar's masks: lab-08's ``TokenMasker`` asked at a state's first visit, then the shared cache."""
 
     def __init__(self, key: str, lab08: Any, automaton: ByteAutomaton, vocab: Vocabulary, trie: TokenTrie,
-                 cache: MaskCache) -> None:
+                 cache: MaskCache, lock: threading.Lock) -> None:
         self.key = key
         self.automaton = automaton
         self.masker = lab08.TokenMasker(automaton, vocab, trie)
         self.cache = cache
+        self.lock = lock  # the cache is shared by every reply's thread
 
     def allowed_at(self, state: int) -> np.ndarray:
-        found = self.cache.get((self.key, state))
-        if found is None:
+        with self.lock:
+            found = self.cache.get((self.key, state))
+        if found is None:  # computed outside the lock: another reply's lookups go on meanwhile
             found = np.asarray(self.masker.mask(state), dtype=np.int64)
             found.flags.writeable = False  # shared by every reply that visits the state
-            self.cache.put((self.key, state), found)
+            with self.lock:
+                self.cache.put((self.key, state), found)
         return found
