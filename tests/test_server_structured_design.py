@@ -252,3 +252,16 @@ def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: 
         assert beside <= 2 * alone, (
             f"a stall: the warm stream's largest gap was {beside * 1000:.0f} ms beside a reply computing a mask, "
             f"against {alone * 1000:.0f} ms alone in the same run (the bound is twice that)")
+
+
+def test_a_constrained_reply_ends_when_the_models_own_reply_has(server: BackgroundServer) -> None:
+    """json_object on a prompt whose reply is 400 sentences, no max_tokens: the constrained reply closes its value
+    and stops, bounded by the reply the model would have written (its bytes), not by the context."""
+    body: dict[str, Any] = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "long"}]}
+    free = post(server, body).json()["usage"]["completion_tokens"]
+    reply = post(server, {**body, "response_format": {"type": "json_object"}}).json()
+    assert reply["choices"][0]["finish_reason"] == "stop", (
+        f"the model's own reply ended after {free} tokens: the constrained one must close and stop, not run to the "
+        f"context's end ({reply['usage']['completion_tokens']} tokens, {reply['choices'][0]['finish_reason']})")
+    assert reply["usage"]["completion_tokens"] <= 2 * free, reply["usage"]
+    assert isinstance(json.loads(reply["choices"][0]["message"]["content"]), dict)

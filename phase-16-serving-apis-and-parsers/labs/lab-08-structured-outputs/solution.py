@@ -275,7 +275,7 @@ class StructuredSampler:
         self.state = automaton.start
         self._tail = b""  # the thought's last bytes: a tag may arrive split over tokens
         self._tail_size = max(len(THINK_END), len(implicit_end or b"")) - 1
-        self._ordinary = np.array([i for i, data in enumerate(vocab.tokens) if data is not None], dtype=np.int64)
+        self._ordinary = _ordinary_ids(vocab)
         self._arrays: dict[int, np.ndarray] = {}  # each state's mask as an array, made on the state's first visit
 
     def choose(self, scores: Sequence[float]) -> int:
@@ -329,6 +329,22 @@ class StructuredSampler:
             if state == DEAD:
                 break
         return state
+
+
+_ORDINARY: dict[int, tuple[Vocabulary, np.ndarray]] = {}
+
+
+def _ordinary_ids(vocab: Vocabulary) -> np.ndarray:
+    """The ids of ``vocab``'s ordinary tokens, once per vocabulary: a server makes a sampler per reply, and on
+    Tekken the list of 131,072 ids took tens of milliseconds each time."""
+    found = _ORDINARY.get(id(vocab))
+    if found is None or found[0] is not vocab:
+        ids = np.array([i for i, data in enumerate(vocab.tokens) if data is not None], dtype=np.int64)
+        ids.flags.writeable = False  # shared by every sampler over this vocabulary
+        found = _ORDINARY[id(vocab)] = (vocab, ids)  # the vocabulary is kept too: its id is never reused meanwhile
+        while len(_ORDINARY) > 8:
+            del _ORDINARY[next(iter(_ORDINARY))]
+    return found[1]
 
 
 def _best(ids: np.ndarray, scores: np.ndarray) -> int:
