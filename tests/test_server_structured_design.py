@@ -265,3 +265,22 @@ def test_a_constrained_reply_ends_when_the_models_own_reply_has(server: Backgrou
         f"context's end ({reply['usage']['completion_tokens']} tokens, {reply['choices'][0]['finish_reason']})")
     assert reply["usage"]["completion_tokens"] <= 2 * free, reply["usage"]
     assert isinstance(json.loads(reply["choices"][0]["message"]["content"]), dict)
+
+
+def test_a_schema_whose_regex_compiles_past_its_budget_is_served_with_a_stack(server: BackgroundServer) -> None:
+    """Routed by measured cost: the regex's compile gets a budget of CPU; past it, the same schema is compiled as
+    a grammar with a stack (lab-09) and served, never refused for the server's own slowness."""
+    import jsonschema
+
+    pool = server.app.state.compile_pool
+    budget, pool.regex_cpu_seconds = pool.regex_cpu_seconds, 1
+    schema = {"type": "object", "properties": {f"r{j}": {"type": "string", "maxLength": 256} for j in range(8)},
+              "required": [f"r{j}" for j in range(8)], "additionalProperties": False}
+    before = pool.fallbacks
+    try:
+        reply = post(server, chat(schema))
+    finally:
+        pool.regex_cpu_seconds = budget
+    assert reply.status_code == 200, f"a schema within the limits is served: {reply.text[:300]}"
+    assert pool.fallbacks - before == 1, "its regex passed a second of CPU: the stack served it"
+    jsonschema.validate(json.loads(reply.json()["choices"][0]["message"]["content"]), schema)

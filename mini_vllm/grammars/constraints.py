@@ -51,6 +51,7 @@ class Constraint:
     regex: str
     source: str  # "response_format json_schema", "json_object", "tool_call", ...
     sentence: Sentence | None = None
+    stack_if_slow: Sentence | None = None  # the same schema with a stack, where the regex compiles too slowly
 
 
 def literal(text: str) -> str:
@@ -63,14 +64,23 @@ def schema_constraint(schema: Any, param: str, source: str) -> Constraint:
 
     A regular expression where one holds it. A grammar with a stack where none does: a recursive schema,
     or one whose regex would pass its size limit (nesting and maxItems copy a regex, not a grammar); its
-    checks and limits run here too, before any work."""
+    checks and limits run here too, before any work. Beside a regex, the same schema with a stack, for the
+    compile to fall back on where the regex's automaton takes longer than its budget (``compile_pool``)."""
     try:
         try:
-            return Constraint(schema_to_regex(schema), source)
+            regex: str | None = schema_to_regex(schema)
         except (NeedsStack, TooManyStates):
+            regex = None
+        if regex is None:
             sentence = schema_sentence(schema)
             sentence_grammar(sentence)
             return Constraint("", source, sentence)
+        try:
+            sentence = schema_sentence(schema)
+            sentence_grammar(sentence)
+        except UnsupportedSchema:  # past the stack's own limit (rules and lexemes): the regex alone, then
+            return Constraint(regex, source)
+        return Constraint(regex, source, stack_if_slow=sentence)
     except UnsupportedSchema as error:
         raise ApiError(400, f"unsupported JSON Schema: {error} (this server serves OpenAI strict mode's subset "
                        "exactly, within its published limits, or refuses it)", param=param,

@@ -43,6 +43,9 @@ from mini_vllm.server.stack_decoding import rebuild_grammar
 
 CPU_SECONDS = 60  # one compile's CPU time (the reference lifts the largest schema within the limits in seconds)
 MEMORY_BYTES = 2 * 1024**3  # a worker's address space (no vocabulary here: automata only)
+# A schema's regex compiles within this much CPU, or (lab-09 done) the same schema is compiled with a stack,
+# whose size grows linearly with nesting: a schema within the published limits is served, not refused.
+REGEX_CPU_SECONDS = 5
 WORKERS = 2
 MAX_WAITING = 64  # requests waiting for a compile (running or queued) at once; past this a 503
 CACHE_BYTES = 256 * 1024**2  # compiled grammars kept, by their arrays' size
@@ -59,6 +62,7 @@ class CompileJob:
     sentence: Sentence | None
     lab08: str  # the lab files load_lab chose
     lab09: str
+    fallback: Sentence | None = None  # the same schema with a stack, where the regex's compile passes its budget
 
 
 @dataclass
@@ -218,6 +222,8 @@ class CompilePool:
     _cached_bytes: int = 0
     waiting: int = 0  # requests waiting for a compile (running or queued)
     compiles: int = 0  # compiles started (a test checks single-flight with it)
+    regex_cpu_seconds: int = REGEX_CPU_SECONDS
+    fallbacks: int = 0  # regex compiles past their budget, served with a stack instead
     _lock: threading.Lock = field(default_factory=threading.Lock)
     decoder: DecodeWorker = field(default_factory=DecodeWorker)  # runs the compiled grammars' choices
 
@@ -278,44 +284,60 @@ class CompilePool:
             self._slots = asyncio.Semaphore(self.workers)
         async with self._slots:
             self.compiles += 1
-            worker = self._idle.pop() if self._idle else await asyncio.to_thread(self._spawn)
-            loop = asyncio.get_running_loop()
-            answer: asyncio.Future[tuple[str, Any]] = loop.create_future()
+            if job.fallback is None:
+                return await self._attempt(job, self.cpu_seconds)
+            try:  # routed by measured cost: the regex within its budget, else the same schema with a stack
+                return await self._attempt(job, min(self.regex_cpu_seconds, self.cpu_seconds))
+            except ApiError as error:
+                if error.code != "grammar_too_complex":
+                    raise
+                self.fallbacks += 1
+                stack = CompileJob("", job.fallback, job.lab08, job.lab09)
+                try:
+                    return await self._attempt(stack, self.cpu_seconds)
+                except NotImplementedError:  # lab-09 is still a stub: the regex's refusal stands
+                    raise error from None
 
-            def wait() -> None:
-                result = worker.run(job, self.cpu_seconds)
+    async def _attempt(self, job: CompileJob, cpu_seconds: int) -> Compiled:
+        """One compile in a worker, within ``cpu_seconds`` of CPU."""
+        worker = self._idle.pop() if self._idle else await asyncio.to_thread(self._spawn)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[tuple[str, Any]] = loop.create_future()
 
-                def settle() -> None:
-                    if not answer.done():
-                        answer.set_result(result)
+        def wait() -> None:
+            result = worker.run(job, cpu_seconds)
 
-                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
-                    loop.call_soon_threadsafe(settle)
+            def settle() -> None:
+                if not answer.done():
+                    answer.set_result(result)
 
-            threading.Thread(target=wait, daemon=True, name="mini_vllm-compile-wait").start()
-            try:
-                kind, payload = await answer
-            except asyncio.CancelledError:
-                self._discard(worker)
-                raise
-            if kind == "ok":
-                self._idle.append(worker)
-                return Compiled(payload)
-            if kind == "died":
-                self._discard(worker)
-                raise ApiError(400, f"compiling this grammar went past this server's limits ({self.cpu_seconds} s of "
-                               f"CPU time, {self.memory_bytes // 1024**2} MiB of memory): simplify the schema "
-                               "(fewer or shorter strings, smaller maxLength / maxItems)",
-                               code="grammar_too_complex")
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                loop.call_soon_threadsafe(settle)
+
+        threading.Thread(target=wait, daemon=True, name="mini_vllm-compile-wait").start()
+        try:
+            kind, payload = await answer
+        except asyncio.CancelledError:
+            self._discard(worker)
+            raise
+        if kind == "ok":
             self._idle.append(worker)
-            name, message = payload
-            if name == "MemoryError":
-                raise ApiError(400, f"compiling this grammar needed more than this server's limit of "
-                               f"{self.memory_bytes // 1024**2} MiB of memory: simplify the schema",
-                               code="grammar_too_complex")
-            if name == "NotImplementedError":
-                raise NotImplementedError(message)
-            raise CompileFailed(name, message)
+            return Compiled(payload)
+        if kind == "died":
+            self._discard(worker)
+            raise ApiError(400, f"compiling this grammar went past this server's limits ({cpu_seconds} s of "
+                           f"CPU time, {self.memory_bytes // 1024**2} MiB of memory): simplify the schema "
+                           "(fewer or shorter strings, smaller maxLength / maxItems)",
+                           code="grammar_too_complex")
+        self._idle.append(worker)
+        name, message = payload
+        if name == "MemoryError":
+            raise ApiError(400, f"compiling this grammar needed more than this server's limit of "
+                           f"{self.memory_bytes // 1024**2} MiB of memory: simplify the schema",
+                           code="grammar_too_complex")
+        if name == "NotImplementedError":
+            raise NotImplementedError(message)
+        raise CompileFailed(name, message)
 
     def _spawn(self) -> _Worker:
         worker = _Worker(self.memory_bytes)

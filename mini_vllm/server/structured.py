@@ -81,8 +81,9 @@ def vocabulary(engine: Engine) -> tuple[Vocabulary, tuple[list[bytes], list[int]
 
 async def grammar_for(engine: Engine, constraint: Constraint, pool: CompilePool) -> Grammar:
     """The request's grammar, compiled in ``pool``'s worker (or found in its cache)."""
-    lab_paths = (str(impl_path("lab-08")), str(impl_path("lab-09")) if constraint.sentence else "")  # loaded by workers
-    job = CompileJob(constraint.regex, constraint.sentence, *lab_paths)
+    stack = constraint.sentence or constraint.stack_if_slow
+    lab_paths = (str(impl_path("lab-08")), str(impl_path("lab-09")) if stack else "")  # loaded by the workers
+    job = CompileJob(constraint.regex, constraint.sentence, *lab_paths, fallback=constraint.stack_if_slow)
     tokenizer = engine.tokenizer
     found = _vocabularies.get(id(tokenizer))
     vocab, raw = found if found is not None else await asyncio.to_thread(vocabulary, engine)
