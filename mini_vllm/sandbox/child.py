@@ -157,8 +157,11 @@ class Child:
         return module
 
     def resolve(self, path: list[str]) -> Any:
-        target: Any = self.load_lab(self.lab)
+        module: Any = self.load_lab(self.lab)
+        target = module
         for name in path:
+            if target is module and not hasattr(module, name):  # Python's message names the module as loaded
+                raise AttributeError(f"your lab-{self.lab} file defines no {name!r} (is it this lab's file?)")
             target = getattr(target, name)
         return target
 

@@ -41,6 +41,8 @@ SETUP_BUDGET_S = 30.0  # CPU seconds to import the submission (and the engine) i
 FIRST_LOAD_BUDGET_S = 20.0  # added when a call sends a tokenizer family the child has not built yet
 PER_BATCHED_CALL_S = 0.01  # each further call of a batch (mini_vllm.sandbox.each): honest ones take microseconds
 INTERRUPT_GRACE_S = 0.5
+# The calls a grading process makes before any test, as a student reads them in a budget's message.
+STARTING = {"__setup__": "importing your file", "__ready__": "starting the grading process"}
 TIMEOUTS_PER_LAB = 5  # a lab whose calls ran out this often is not called again in the run (bounds a hang's cost)
 DEATHS_PER_NAME = 3  # a name that ended its process this often is not called again in the run
 RECORDED_FROM_S = 0.002  # a call that lasted longer (wall) has its CPU time kept (call_costs); not one that
@@ -523,7 +525,7 @@ class Worker:
             raise ChildDied(f"{label} ended the grading process {DEATHS_PER_NAME} times already, so it is not "
                             "called again in this run (each crash costs a fresh process; fix it first)")
         budget = self.budget_for(label, calls)
-        if self.timeouts >= TIMEOUTS_PER_LAB and label != "__setup__":
+        if self.timeouts >= TIMEOUTS_PER_LAB and label not in ("__setup__", "__ready__"):  # a fresh child may start
             raise CallTimeout(f"lab-{self.number}'s code ran out of its budget {self.timeouts} times in this run, so "
                               f"{label} is not called again (each time costs up to {budget.wall_s:g} s; fix the "
                               "first one)", label=label, retry=False)
@@ -575,12 +577,13 @@ class Worker:
 
     def _ran_out(self, label: str, budget: Budget) -> str:
         cpu = self.overrun if self.overrun is not None else budget.cpu_s
+        call = STARTING.get(label, label)
         if cpu > budget.cpu_s:
-            spent = f"used more than its budget of {budget.cpu_s:g} s of CPU time"
+            spent = f"stopped after {cpu:.3g} s of CPU: {call} used more than its budget of {budget.cpu_s:g} s"
         else:
-            spent = (f"did not return within {budget.wall_s:g} s while using {cpu:.2g} s of CPU (it sleeps or "
-                     f"waits for something that never comes)")
-        return (f"{label} {spent}: your code was stopped there (budgets count the CPU your code uses, so a busy "
+            spent = (f"stopped after {budget.wall_s:g} s: {call} did not return, using {cpu:.2g} s of CPU (it sleeps "
+                     "or waits for something that never comes)")
+        return (f"{spent}; your code was stopped there (budgets count the CPU your code uses, so a busy "
                 "machine does not change them; the lab goes on in a fresh process)")
 
     def begin_test(self) -> None:

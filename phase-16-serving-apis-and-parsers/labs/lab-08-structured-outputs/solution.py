@@ -205,7 +205,7 @@ class GrammarCursor:
     def advance(self, token_id: int) -> None:
         """Consume one sampled token, or raise TokenRejected and change nothing."""
         if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < len(self.vocab):
-            raise TokenRejected(token_id, self.state, "not a token id of this vocabulary")  # type: ignore[arg-type]
+            raise TokenRejected(token_id, self.state, "not a token id of this vocabulary")
         if self.finished:
             raise TokenRejected(token_id, self.state, "the output already ended with EOS")
         if token_id == self.vocab.eos_token_id:

@@ -475,7 +475,8 @@ def test_nothing_follows_eos() -> None:
     the_cursor.advance(vocab.eos_token_id)
     before = (the_cursor.state, the_cursor.pending, the_cursor.finished)
     for token in (vocab.eos_token_id, next(i for i, t in enumerate(vocab.tokens) if t == b" ")):
-        error = must_raise(lambda t=token: the_cursor.advance(t), TokenRejected, f"advance({token}) after EOS")
+        error = must_raise(lambda t=token: the_cursor.advance(t), TokenRejected,  # type: ignore[misc]
+                           f"advance({token}) after EOS")
         assert str(token) in str(error), f"the error must name the refused token {token}: {error}"
     assert (the_cursor.state, the_cursor.pending, the_cursor.finished) == before, (
         "after EOS the output is over: every later token is refused, and the cursor stays as it was")
@@ -598,7 +599,8 @@ def lowercase_vocabulary() -> Vocabulary:
     """
     words = [bytes(letters) for size in (2, 3) for letters in itertools.product(range(ord("a"), ord("z") + 1),
                                                                                 repeat=size)]
-    tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + words + [b'", "', None]
+    tokens: list[bytes | None] = [bytes([b]) for b in range(256)]
+    tokens += [*words, b'", "', None]
     return Vocabulary(tokens=tokens, eos_token_id=len(tokens) - 1)
 
 
@@ -812,6 +814,7 @@ def test_a_refused_byte_ends_the_walk_of_a_thoughts_rest() -> None:
 def test_unconstrained_toy_model_breaks_the_schema() -> None:
     """Greedy over the same scores, no mask: the model's chatty reply is not JSON at all."""
     bpe = load_tokenizer("bpe")
+    ids: list[int]
     model, ids = ToyModel(bpe), []
     for _ in range(300):
         scores = model.scores("the weather in Tokyo as json, please", ids)

@@ -67,7 +67,7 @@ THREAD: dict[str, Any] = {  # a comment thread through $defs, with anyOf of dist
         "text": {"type": "string", "maxLength": 5}, "score": {"type": "number"},
         "reply": {"anyOf": [{"$ref": "#/$defs/comment"}, {"type": "null"}]}}, "required": ["text", "reply"]}},
 }
-KINDS: dict[str, dict[str, Any]] = {  # an integer and a number in one object: their lexemes share a prefix
+KINDS: dict[str, Any] = {  # an integer and a number in one object: their lexemes share a prefix
     "type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}}, "required": ["n", "x"]}
 
 
@@ -115,6 +115,8 @@ def lexeme_walk(name: str, seed: int, steps: int, rollbacks: bool = False) -> tu
     ``rollbacks``, some steps roll back to an earlier checkpoint (and the sequence with them).
     """
     grammar = grammar_of(name)
+    pushed: list[int]
+    marks: list[tuple[Any, int]]  # (a checkpoint, how many lexemes had been pushed)
     mine, pushed = lab.EarleyParser(grammar), []
     rng, table, marks = random.Random(seed), [], []
     every = range(len(grammar.lexemes))
@@ -181,6 +183,7 @@ def test_rollback_returns_to_the_checkpoint(name: str) -> None:
 def test_rollback_to_the_first_checkpoint_starts_over(name: str) -> None:
     """A checkpoint taken before any lexeme is a checkpoint like any other: rolling back to it is a new parser."""
     grammar = grammar_of(name)
+    pushed: list[int]
     parser, pushed = lab.EarleyParser(grammar), []
     mark = parser.checkpoint()
     for _ in range(4):
@@ -681,6 +684,7 @@ def test_depth_20_costs_what_depth_2_costs() -> None:
 def reply_with(masked: bool, family: str = "bpe", limit: int = 200) -> bytes:
     """Greedy over the toy model's scores for a reply asked 'as json', with lab-09's mask or none."""
     grammar, vocab = schema_to_grammar(NOTE_OR_OBJECT), family_vocabulary(family)
+    ids: list[int]
     model, ids = ToyModel(load_tokenizer(family)), []
     matcher = lab.ByteMatcher(grammar, LarkParser(grammar)) if masked else None
     masker = lab.SplitMasker(grammar, vocab, token_trie(vocab)) if masked else None
@@ -718,6 +722,7 @@ def test_masked_toy_reply_validates() -> None:
 def test_unmasked_toy_model_breaks_the_recursive_schema() -> None:
     """The same scores without a mask: prose around the object, and json.loads fails."""
     bpe = load_tokenizer("bpe")
+    ids: list[int]
     model, ids = ToyModel(bpe), []
     for _ in range(300):
         scores = model.scores("the weather in Tokyo as json, please", ids)
@@ -733,6 +738,7 @@ def test_unmasked_toy_model_breaks_the_recursive_schema() -> None:
 def test_llguidance_masked_toy_model_validates() -> None:
     """The control's other half, with a library's mask: every masked reply parses and validates."""
     grammar, vocab = schema_to_grammar(NOTE_OR_OBJECT), family_vocabulary("bpe")
+    ids: list[int]
     oracle, model, ids = GuidanceGrammarOracle(grammar, vocab), ToyModel(load_tokenizer("bpe")), []
     for _ in range(200):
         scores = model.scores("the weather in Tokyo as json, please", ids)
