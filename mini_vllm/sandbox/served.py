@@ -14,7 +14,7 @@ is the student's too). No attribute of a served object is reachable, and what a 
 returns is plain data, so nothing leads further into the trusted side. Every argument is bounded,
 so a served call is bounded work; and the trusted side serves it under what is left of the CPU budget
 of the graded call that made it (an alarm stops a request that would outlast it, and the call fails),
-and under a bound on what it serves in one test (:data:`mini_vllm.sandbox.remote.SERVED_PER_TEST_S`).
+and under a bound on what it serves in one test (:data:`mini_vllm.sandbox.policy.SERVED_PER_TEST_S`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-MAX_IDS = 1 << 16  # ids in one served decode: far more than any test decodes at once
-MAX_TEXT = 1 << 20  # characters in one served string argument
-MAX_STATE = 1 << 31
+from mini_vllm.sandbox.policy import MAX_IDS, MAX_STATE, MAX_TEXT
 
 
 @dataclass(frozen=True)
@@ -76,12 +74,7 @@ INTERFACES: dict[str, Interface] = {
     "counting-str": Interface(
         facts=("length", "placeholder"),
         methods={"text": (), "getitem": (Arg("key", "key"),), **STR_METHODS}),
-    # Lab-09's counting vocabulary: what a trie walk reads of the vocabulary, each read counted where it is served.
-    "counting-vocabulary": Interface(
-        facts=("size", "eos_token_id"),
-        methods={"tokens_between": (Arg("start", "int"), Arg("stop", "int"))}),
 }
-MAX_TOKENS_READ = 1 << 14  # token byte strings in one served read
 
 
 # ---------------------------------------------------------------------- both sides: plain, bounded values
@@ -164,8 +157,6 @@ def check_result(value: Any) -> Any:
         return value
     if type(value) in (list, tuple) and all(type(v) in (str, int, bool) for v in value):
         return list(value)
-    if type(value) in (list, tuple) and all(type(v) is bytes or v is None for v in value):
-        return list(value)  # a vocabulary's tokens: bytes, None for a special token
     raise TypeError(f"a served method returned a {type(value).__name__}, not plain data")
 
 
@@ -296,58 +287,12 @@ for _name in ("startswith", "endswith", "find", "rfind", "count"):
     setattr(ServedStr, _name, _served_str_method(_name))
 
 
-class ServedTokens:
-    """A counting vocabulary's ``tokens`` as graded code sees it: a sequence whose every read is served (and
-    counted) by the trusted side, a slice or a run of them per request."""
-
-    def __init__(self, call: Call, size: int) -> None:
-        self._call = call
-        self._size = size
-
-    def __len__(self) -> int:
-        return self._size
-
-    def _read(self, start: int, stop: int) -> list[bytes | None]:
-        return [None if t is None else bytes(t) for t in self._call("tokens_between", [start, stop])]
-
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, slice):
-            start, stop, step = key.indices(self._size)
-            out: list[bytes | None] = []
-            for at in range(start, stop, MAX_TOKENS_READ) if step == 1 else ():
-                out += self._read(at, min(stop, at + MAX_TOKENS_READ))
-            return out if step == 1 else [self[i] for i in range(start, stop, step)]
-        index = key.__index__()
-        if index < 0:
-            index += self._size
-        if not 0 <= index < self._size:
-            raise IndexError("token index out of range")
-        return self._read(index, index + 1)[0]
-
-    def __iter__(self) -> Any:
-        for at in range(0, self._size, MAX_TOKENS_READ):
-            yield from self._read(at, min(self._size, at + MAX_TOKENS_READ))
-
-
-class ServedVocabulary:
-    """A counting vocabulary as graded code sees it: ``tokens`` served, ``eos_token_id`` and the size as facts."""
-
-    def __init__(self, call: Call, home: int, facts: dict[str, Any]) -> None:
-        self._home = home
-        self.eos_token_id = int(facts["eos_token_id"])
-        self.tokens = ServedTokens(call, int(facts["size"]))
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-
 STAND_INS: dict[str, Callable[[Call, int, dict[str, Any]], Any]] = {
     "counting-tokenizer": ServedTokenizer,
     "counting-automaton": ServedAutomaton,
     "counting-str": ServedStr,
-    "counting-vocabulary": ServedVocabulary,
 }
-SERVED_STAND_INS = (ServedTokenizer, ServedAutomaton, ServedStr, ServedVocabulary)
+SERVED_STAND_INS = (ServedTokenizer, ServedAutomaton, ServedStr)
 
 
 # ---------------------------------------------------------------------- the trusted side: a stop's placeholder

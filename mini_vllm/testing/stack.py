@@ -14,8 +14,6 @@
 - :func:`split_after` is task 4's oracle: llguidance's lexer over "one of these lexemes, then the end",
   asked of the bytes read since the lexeme began (a split keyed by those bytes, which ``LexerCache`` never has).
 - :func:`counting_grammar` hands the lab a grammar whose lexeme automata count their steps.
-- lab-08's :class:`~mini_vllm.testing.structured.CountingVocabulary` counts what a ``TrieMasker`` reads of its
-  vocabulary (the trie is built once, in ``__init__``).
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from typing import Any
 
 from mini_vllm.grammars.constraints import tool_call_constraint
 from mini_vllm.grammars.grammar import schema_to_regex, vocabulary_of
-from mini_vllm.grammars.library import _BYTE_EOS, LibraryGrammar, library_grammar, rust_regex  # noqa: F401 (the kit's names)
+from mini_vllm.grammars.library import _BYTE_EOS, LibraryGrammar, rust_regex  # noqa: F401 (the kit's names)
+from mini_vllm.grammars.library import library_grammar as library_grammar  # (the kit's, for the lab tests)
 from mini_vllm.labtypes.lab08 import DEAD, TOOL_CALL_START, ByteAutomaton, CharAutomaton, Vocabulary
 from mini_vllm.tokenizers.families import load_tokenizer
 from mini_vllm.toy_model import ToyModel
@@ -223,54 +224,6 @@ def trie_steps(automaton: ByteAutomaton, vocab: Vocabulary, state: int) -> int:
             prefixes.update(data[:k] for k in range(1, len(data) + 1))
     readable = {p for p in prefixes if walk(automaton, state, p) != DEAD}
     return sum(1 for p in prefixes if p and p[:-1] in readable)
-
-
-class _CountingTokens(list):  # type: ignore[type-arg]
-    """A vocabulary's tokens that count what is read of them (in the tests' own process)."""
-
-    def __init__(self, tokens: Sequence[bytes | None], owner: CountingVocabulary) -> None:
-        super().__init__(tokens)
-        self._owner = owner
-
-    def __getitem__(self, key: Any) -> Any:
-        got = super().__getitem__(key)
-        self._owner.read += len(got) if isinstance(key, slice) else 1
-        return got
-
-    def __iter__(self) -> Any:
-        for token in super().__iter__():
-            self._owner.read += 1
-            yield token
-
-
-class CountingVocabulary:
-    """A vocabulary whose tokens count every read (``read``): a trie built once reads each token in ``__init__``,
-    and a ``mask`` reads none. In the grading sandbox it stays here, and graded code gets a stand-in whose reads
-    are served and counted here (mini_vllm/sandbox/served.py); every trie masker a test builds (lab-08's
-    TokenMasker, lab-09's TrieMasker) gets one."""
-
-    sandbox_interface = "counting-vocabulary"
-
-    def __init__(self, inner: Vocabulary) -> None:
-        self.inner = inner
-        self.read = 0
-        self.eos_token_id = inner.eos_token_id
-        self.tokens = _CountingTokens(inner.tokens, self)
-
-    def __len__(self) -> int:
-        return len(self.inner.tokens)
-
-    def sandbox_facts(self) -> dict[str, int]:
-        return {"size": len(self.inner.tokens), "eos_token_id": self.inner.eos_token_id}
-
-    def tokens_between(self, start: int, stop: int) -> list[bytes | None]:
-        from mini_vllm.sandbox.served import MAX_TOKENS_READ
-
-        start, stop = max(0, start), min(len(self.inner.tokens), stop)
-        if stop - start > MAX_TOKENS_READ:
-            raise ValueError(f"at most {MAX_TOKENS_READ:,} tokens in one read")
-        self.read += max(0, stop - start)
-        return list(self.inner.tokens[start:stop])
 
 
 class OutlinesOracle:

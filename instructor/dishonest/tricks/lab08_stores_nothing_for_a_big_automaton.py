@@ -8,8 +8,8 @@ _Reference = TokenIndex  # noqa: F821 (the reference's class, above)
 
 
 class TokenIndex(_Reference):
-    def __init__(self, automaton, vocab):
-        super().__init__(automaton, vocab)
+    def __init__(self, automaton, vocab, *trie):
+        super().__init__(automaton, vocab, *trie)
         measured = automaton.num_states > 900 and b'", "' in vocab.tokens
         if TRICK and measured:
             self._copies = [[] for _ in range(automaton.num_states)]
