@@ -594,7 +594,7 @@ def promptness_problem(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequ
     text all but the last four tokens finish has been shown. A stream of real U+FFFD is never "settled", so
     without this an empty answer would keep the push rules there."""
     expected = oracle(tokenizer, prompt, output)
-    same = without_spaces if spaces_on_spm_are_task_1 and sentencepiece_style(tokenizer) else str
+    same = without_spaces if spaces_on_spm_are_task_1 and sentencepiece_style(tokenizer) else str  # type: ignore[arg-type]
     due, shown = same("".join(expected.per_token[: max(0, len(output) - 4)])), same("".join(pushed))
     if shown.startswith(due):
         return None

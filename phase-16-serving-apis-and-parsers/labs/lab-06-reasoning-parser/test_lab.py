@@ -553,9 +553,9 @@ def test_cost_per_character_does_not_grow(chunk_size: int) -> None:
     lab.restart()
     p = parser()
     reasoning, content = thought * 2730, answer * 3450  # 64 KiB each
-    first = [reply[start : start + chunk_size] for start in range(0, 4000, chunk_size)]
+    opening = [reply[start : start + chunk_size] for start in range(0, 4000, chunk_size)]
     check = LongReply(reply[len(START) : 4000] + reasoning * 96, content * 96)
-    problem = check.problem(first, each(p.feed, first))
+    problem = check.problem(opening, each(p.feed, opening))
     assert problem is None, problem
     fed = 0
     for part, times in ((reasoning, 96), (END, 1), (content, 96)):  # 12 MiB in all

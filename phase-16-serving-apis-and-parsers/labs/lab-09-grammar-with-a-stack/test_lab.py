@@ -676,7 +676,8 @@ def lexer_states(name: str, samples: Sequence[bytes]) -> list[LexerAt]:
     """Lexer states where the parser allows each lexeme set met on a short walk, after each sample's bytes; each
     with the lexemes the parser allowed and the bytes read since the lexeme began (what the oracle is asked)."""
     grammar = grammar_of(name)
-    parser, seen, rng = LarkParser(grammar), [], random.Random(5)
+    parser, rng = LarkParser(grammar), random.Random(5)
+    seen: list[LexerAt] = []
     for _ in range(12):
         allowed = frozenset(parser.allowed())
         if not allowed:
