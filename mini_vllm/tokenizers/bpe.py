@@ -143,7 +143,7 @@ class MergeTokenizer:
         """``text`` as plain text: no special token is matched (tiktoken's name; Hugging Face's
         ``encode_special_tokens=True``). ``at_start``: the text starts a prompt (SentencePiece's extra ``▁``)."""
         ids: list[int] = []
-        for word in self._words(text, at_start=at_start):
+        for word in self._words(text, at_start=at_start) if text else ():  # no text: no dummy prefix either
             cached = self._word_cache.get(word)
             if cached is None:
                 cached = [self._token_id[p] for p in apply_merges(self._initial_pieces(word), self._merge_rank)]

@@ -11,6 +11,7 @@ protocol (``encode`` matches special-token strings written in its input), each h
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from mini_vllm.labtypes.lab10 import (  # noqa: F401
@@ -47,8 +48,9 @@ __all__ = ["ROLES", "ChatTemplateError", "Message", "Segment", "Tool", "ToolCall
            "special_tokens"]
 
 
+@functools.lru_cache(maxsize=16)  # Tekken has 1,000 special tokens: read their names once per tokenizer
 def special_tokens(tokenizer: OrdinaryEncoder) -> dict[str, int]:
-    """Every special token of the vocabulary, by its string (given: not the lesson)."""
+    """Every special token of the vocabulary, by its string (given: not the lesson; do not change the dict)."""
     ids = list(tokenizer.all_special_ids)
     return dict(zip(tokenizer.convert_ids_to_tokens(ids), ids, strict=True))
 

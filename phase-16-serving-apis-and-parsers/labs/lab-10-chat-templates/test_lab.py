@@ -53,6 +53,7 @@ TOKENIZERS: dict[str, OrdinaryEncoder] = {name: load_tokenizer(name) for name in
 SENTENCEPIECE = {"spm", "mistral"}  # families whose text starts with a dummy-prefix ▁
 
 
+@cache
 def specials_of(family: str) -> dict[str, int]:
     tok = TOKENIZERS[family]
     ids = tok.all_special_ids
@@ -84,8 +85,13 @@ def raw_text(family: str, ids: Sequence[int]) -> str:
 
 
 def control_ids(family: str, ids: Sequence[int]) -> list[int]:
-    special = set(TOKENIZERS[family].all_special_ids)
+    special = special_id_set(family)
     return [i for i in ids if i in special]
+
+
+@cache
+def special_id_set(family: str) -> frozenset[int]:
+    return frozenset(TOKENIZERS[family].all_special_ids)
 
 
 def names(family: str, ids: Sequence[int]) -> str:
