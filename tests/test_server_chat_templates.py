@@ -65,7 +65,8 @@ def chat_field(field: str) -> Callable[[str], list[dict[str, Any]]]:
         said = text if field == "assistant" else "Let me look."
         result = text if field == "tool" else "21 C"
         call = {"id": CALL_ID, "type": "function",
-                "function": {"name": "get_weather", "arguments": arguments(text if field == "arguments" else "Oslo")}}
+                "function": {"name": text if field == "name" else "get_weather",
+                             "arguments": arguments(text if field == "arguments" else "Oslo")}}
         return [{"role": "system", "content": system}, {"role": "user", "content": user},
                 {"role": "assistant", "content": said}, {"role": "user", "content": "and now?"},
                 {"role": "assistant", "content": None, "tool_calls": [call]},
@@ -83,7 +84,7 @@ def responses_tokens(server: BackgroundServer, field: str, text: str) -> int:
     pick: Callable[[str, str], str] = lambda name, plain: text if field == name else plain  # noqa: E731
     items = [{"role": "developer", "content": pick("developer", "Be brief.")},
              {"role": "user", "content": pick("user", "weather")},
-             {"type": "function_call", "call_id": CALL_ID, "name": "get_weather",
+             {"type": "function_call", "call_id": CALL_ID, "name": pick("name", "get_weather"),
               "arguments": arguments(pick("arguments", "Oslo"))},
              {"type": "function_call_output", "call_id": CALL_ID, "output": pick("output", "21 C")}]
     reply = chat_client(server).responses.create(model=MODEL_NAME, input=items,  # type: ignore[arg-type]
@@ -105,8 +106,8 @@ def messages_tokens(server: BackgroundServer, field: str, text: str) -> int:
     return reply.usage.input_tokens
 
 
-CHAT_FIELDS = ["system", "user", "assistant", "arguments", "tool"]
-RESPONSES_FIELDS = ["instructions", "developer", "user", "arguments", "output"]
+CHAT_FIELDS = ["system", "user", "assistant", "name", "arguments", "tool"]
+RESPONSES_FIELDS = ["instructions", "developer", "user", "name", "arguments", "output"]
 MESSAGES_FIELDS = ["system", "user", "assistant", "input", "tool_result"]
 
 
@@ -215,3 +216,17 @@ def test_the_readme_says_what_the_server_does_with_special_strings() -> None:
     readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
     assert "is encoded as its characters, never as a control token" in readme, (
         "the README's Prompts (lab-10) paragraph states the rule these tests check")
+
+
+def test_a_tool_description_costs_what_plain_text_costs(servers: dict[str, BackgroundServer]) -> None:
+    """Tool definitions are client text too (ChatML writes them in the system turn)."""
+    def tokens(description: str) -> int:
+        tool = {"type": "function", "function": {"name": "get_weather", "description": description,
+                                                 "parameters": {"type": "object", "properties": {}}}}
+        reply = chat_client(servers["byte"]).chat.completions.create(
+            model=MODEL_NAME, messages=[{"role": "user", "content": "hi"}], tools=[tool], max_tokens=3)  # type: ignore[list-item]
+        assert reply.usage is not None, "a chat completion reports its usage"
+        return reply.usage.prompt_tokens
+    injected, plain = tokens(INJECTED), tokens(PLAIN)
+    assert injected == plain, (f"Chat Completions, tools[0].function.description: special strings are text: "
+                               f"{injected} prompt tokens, plain text of the same length {plain}")
