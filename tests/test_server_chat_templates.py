@@ -212,10 +212,15 @@ def test_a_stub_lab_10_keeps_the_text_prompt_and_says_so_once(monkeypatch: pytes
         f"the server says once that it keeps the text prompt, naming the task: {said!r}")
 
 
-def test_the_readme_says_what_the_server_does_with_special_strings() -> None:
-    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert "is encoded as its characters, never as a control token" in readme, (
-        "the README's Prompts (lab-10) paragraph states the rule these tests check")
+LAB_README = "phase-16-serving-apis-and-parsers/labs/lab-10-chat-templates/README.md"
+
+
+@pytest.mark.parametrize("readme", ["README.md", LAB_README])
+def test_the_readme_says_what_the_server_does_with_special_strings(readme: str) -> None:
+    text = " ".join((REPO_ROOT / readme).read_text(encoding="utf-8").split())
+    for claim in ("is encoded as its characters, never as a control token",
+                  "costs exactly as many prompt tokens as plain text of its byte length"):
+        assert claim in text, f"{readme} states the rule these tests check ({claim!r})"
 
 
 def test_a_tool_description_costs_what_plain_text_costs(servers: dict[str, BackgroundServer]) -> None:

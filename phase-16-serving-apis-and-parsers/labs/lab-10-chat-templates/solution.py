@@ -190,10 +190,13 @@ def _normalized(messages: Sequence[Message]) -> tuple[str | None, list[Message]]
     and an empty user turn first when the chat does not start with one."""
     system = [m.content for m in messages if m.role == "system" and m.content]
     rest: list[Message] = []
+    previous = ""
     for m in messages:
+        joins = m.role == previous and m.role in ("user", "assistant")  # a system message between two ends a run
+        previous = m.role
         if m.role == "system":
             continue
-        if rest and m.role == rest[-1].role and m.role in ("user", "assistant"):
+        if joins:
             prev = rest[-1]
             joined = "\n\n".join(c for c in (prev.content, m.content) if c)
             rest[-1] = Message(m.role, joined, None, prev.tool_calls + m.tool_calls)
@@ -208,6 +211,9 @@ def mistral_segments(tokenizer: OrdinaryEncoder, messages: Sequence[Message], to
                      continue_final_message: bool = False) -> list[Segment]:
     """Mistral's format for this vocabulary: v3 where ``[INST]`` is a special token (Tekken), else v1."""
     _check_flags(False, continue_final_message, messages)
+    if messages and messages[-1].role == "assistant" and not continue_final_message:
+        raise ChatTemplateError("Mistral's prompt ends with the user's or a tool's message, or an assistant prefill "
+                                "(continue_final_message)")
     system, chat = _normalized(messages)
     v3 = INST in special_tokens(tokenizer)
     if not v3 and any(m.role == "tool" or m.tool_calls for m in chat):  # offered tools are left out, as there
