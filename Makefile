@@ -86,8 +86,9 @@ lock:
 test: install
 	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist loadgroup -m "not slow"
 
-## Everything `make test` runs plus the slow checks (marked slow): the README's full test command, run by CI.
-check: install
+## The linters first (`make lint`), then everything `make test` runs plus the slow checks (marked slow):
+## the README's full test command, run by CI.
+check: lint
 	LAB_IMPL=solution $(PY) -m pytest -q -n auto --dist loadgroup
 
 ## The student's repository in DEST (a new folder): one commit, no solutions, no instructor/ folder.
@@ -195,15 +196,16 @@ autograder: install
 	@$(PY) -m instructor.autograder.build $(if $(filter command line,$(origin LABS)),--labs "$(LABS)")
 
 ## setup.sh's real install path, once, as root: a bare Debian 12 root (debootstrap, no Python), setup.sh installing
-## Python 3.11 and the lock in it, then a graded submission (about 30 min; not in `make check`). See TEACHING.md.
+## Python 3.11 and the lock in it, then a graded submission (20 to 28 min measured; not in `make check`). See TEACHING.md.
 autograder-chroot: install
 	bash instructor/autograder/chroot_check.sh
 
-## Grade a class as the autograder would: SUBMISSIONS=dir holds one folder or .zip per student.
+## Grade a class as the autograder would: SUBMISSIONS=dir holds one folder or .zip per student (a Gradescope export).
+## LABS=03: as `make autograder LABS=03`'s assignment grades (a per-lab export); without it, the whole course.
 ## Writes build/batch/scores.csv and build/batch/<student>/results.json. ARGS="--jobs 4" and more: --help.
 grade-batch: install
-	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir  (one folder or .zip per student)"; exit 2; fi
-	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(ARGS)
+	@if [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade-batch SUBMISSIONS=dir [LABS=NN]  (one folder or .zip per student)"; exit 2; fi
+	$(PY) -m instructor.autograder.batch $(SUBMISSIONS) $(if $(filter command line,$(origin LABS)),--labs "$(LABS)") $(ARGS)
 
 ## Record what the tests need from the reference solutions (mini_vllm/testing/fixtures/); commit the result.
 ## `make test` fails while a recording is stale. ARGS=--check only reports; ARGS=--redraw draws lab-07's texts again.
@@ -216,9 +218,15 @@ fixtures: install
 #> 	@echo "make bench: the benchmarks compare your code with correct but slow versions of each lab, so they"
 #> 	@echo "ship in your instructor's copy of the course only; the README of each lab quotes their figures."
 
+## ruff on everything; mypy (strict) on mini_vllm, then on each lab's solution and tests, a lab at a time:
+## every lab folder has a solution.py and a test_lab.py, and one mypy run takes two files of one name for one module.
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	@for lab in $(LABS)/lab-*/; do \
+		$(PY) -m mypy --no-error-summary $$(ls $$lab/solution.py $$lab/test_lab.py 2>/dev/null) \
+			|| { echo "mypy: type errors in $$lab"; exit 1; }; done
+	@echo "mypy: every lab's tests (and its solution, where there is one) type-check"
 
 clean:
 	rm -rf $(VENV) build results.json .pytest_cache .hypothesis

@@ -39,7 +39,7 @@ sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 # which sandboxes the reference too; here the default sandboxes everything but the reference.
 os.environ.setdefault("LAB_SANDBOX", "auto")
 # A graded run's own memory is capped where the OS allows it (what the child sends is bounded
-# too: mini_vllm/sandbox/remote.py), so a runaway fails a test with MemoryError, never the machine.
+# too: mini_vllm/sandbox/policy.py), so a runaway fails a test with MemoryError, never the machine.
 if os.environ["LAB_SANDBOX"] == "1":
     budget.cap_own_memory()
 # The sandbox's budgets per call, in CPU seconds: each lab's from grading.toml (LAB_CALL_BUDGET_S overrides them all).

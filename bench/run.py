@@ -15,15 +15,17 @@ from bench import (
     bench_lab04,
     bench_lab05,
     bench_lab06,
+    bench_lab07,
     bench_lab08,
     bench_lab09,
     bench_real_vocab,
     bench_server,
+    bench_structured,
 )
 from mini_vllm.labs import describe_choice
 
 BENCHMARKS = [bench_lab03, bench_lab04, bench_real_vocab, bench_lab05, bench_lab06, bench_lab01, bench_lab02,
-              bench_server, bench_lab08, bench_lab09]
+              bench_lab07, bench_server, bench_lab08, bench_lab09, bench_structured]
 BY_NAME = {bench.__name__.removeprefix("bench.bench_"): bench for bench in BENCHMARKS}
 
 if __name__ == "__main__":

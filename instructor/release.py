@@ -14,8 +14,8 @@ from one source:
 - Markdown: lines between ``<!-- instructor -->`` and ``<!-- /instructor -->`` are left out of
   the release, and so is a line that ends with ``<!-- instructor -->`` (a table row); lines
   between ``<!-- student`` and ``-->`` are hidden here and shown in the release.
-- Makefile: lines between ``# >>> instructor`` and ``# <<< instructor`` are left out, and a line
-  that starts with ``#> `` is a comment here and, without that prefix, a line of the release's.
+- Makefile and grading.toml: lines between ``# >>> instructor`` and ``# <<< instructor`` are left out, and a
+  line that starts with ``#> `` is a comment here and, without that prefix, a line of the release's.
 - Each lab README loses what only the instructor's copy has: the ``solution.py`` row of its
   file table, the ``LAB_IMPL=solution`` and ``make mutants`` commands, and the paragraphs about the wrong
   variants and mutation testing (:func:`student_lab_readme`).
@@ -104,20 +104,26 @@ def student_lab_readme(text: str) -> str:
     return re.sub(r" ?[`]LAB_IMPL=solution make lab-\d\d[`] runs the reference\.", "", text)
 
 
-def student_makefile(text: str) -> str:
+def student_commented(text: str, name: str) -> str:
+    """A file commented with ``#`` (the Makefile, grading.toml) as the release has it: lines between
+    ``# >>> instructor`` and ``# <<< instructor`` out, a line starting ``#> `` in without that prefix."""
     out: list[str] = []
     skipping = False
     for line in text.split("\n"):
         if line.startswith(("# >>> instructor", "# <<< instructor")):
             opening = line.startswith("# >>>")
             if opening == skipping:
-                raise ValueError(f"Makefile: {line!r} {'inside' if skipping else 'outside'} an instructor block")
+                raise ValueError(f"{name}: {line!r} {'inside' if skipping else 'outside'} an instructor block")
             skipping = opening
         elif not skipping:
             out.append(line.removeprefix("#> "))
     if skipping:
-        raise ValueError("Makefile: an instructor block is never closed")
-    text = "\n".join(out)
+        raise ValueError(f"{name}: an instructor block is never closed")
+    return "\n".join(out)
+
+
+def student_makefile(text: str) -> str:
+    text = student_commented(text, "Makefile")
     defined = set(re.findall(r"^([a-z][\w-]*):", text, re.M))
     return re.sub(r"^\.PHONY:(.*)$", lambda m: ".PHONY: " + " ".join(t for t in m.group(1).split() if t in defined),
                   text, count=1, flags=re.M)
@@ -126,6 +132,8 @@ def student_makefile(text: str) -> str:
 def student_version(path: str, content: bytes) -> bytes:
     if path == "Makefile":
         return student_makefile(content.decode("utf-8")).encode("utf-8")
+    if path == "grading.toml":
+        return student_commented(content.decode("utf-8"), path).encode("utf-8")
     if LAB_README.match(path):
         return student_lab_readme(content.decode("utf-8")).encode("utf-8")
     if path.endswith(".md"):

@@ -113,19 +113,25 @@ def load_lab(lab: str, impl: str | None = None) -> Any:
     module = _loaded.get(path)
     if module is None:
         stem = re.sub(r"\W", "_", path.stem)
-        name = f"mini_vllm_labs.lab_{lab_number(lab)}.{stem}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        # Registered before running, as a normal import would be: dataclasses and
-        # pickling look their module up in sys.modules.
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-        _loaded[path] = module
+        module = _loaded[path] = import_file(f"mini_vllm_labs.lab_{lab_number(lab)}.{stem}", path)
+    return module
+
+
+def import_file(name: str, path: Path) -> ModuleType:
+    """Run the lab file ``path`` as the module ``name``: the one loader of lab files, here and in the grading child.
+
+    The module is registered before it runs, as a normal import would be (dataclasses and pickling look their
+    module up in ``sys.modules``), and forgotten again if it raises.
+    """
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
     return module
 
 

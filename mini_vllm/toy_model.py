@@ -200,8 +200,9 @@ class ToyModel:
 
         Seeded noise (the seed and the step) plus :data:`SCRIPT_BONUS` for every token whose
         bytes continue the scripted reply from where the output stands in it, a little more
-        for longer ones; EOS gets the bonus once the script is done. Below the script's bonus,
-        above any noise, tokens that *close* what is open (``"``, ``}``, ``]``; then ``,``) and
+        for longer ones; EOS gets the bonus once the script is done (or once the output is as long
+        as the script: the reply it would have written is over, however a mask bent it). Below the
+        script's bonus, above any noise, tokens that *close* what is open (``"``, ``}``, ``]``; then ``,``) and
         EOS get :data:`CLOSING_BONUS`: once a grammar's mask leaves the script nothing to
         continue with, the reply closes its strings and brackets and ends, in a few tokens,
         instead of writing noise until ``max_tokens``. Special tokens never get a bonus.
@@ -224,7 +225,10 @@ class ToyModel:
         scores[table.closers] += CLOSING_BONUS
         scores[table.separators] += CLOSING_BONUS - 0.1
         scores[tokenizer.eos_token_id] += CLOSING_BONUS + 0.1
-        at = place_in_script(script, output)
+        # The reply the model would have written is as long as its script: past that many bytes it is over, however
+        # a mask bent it (a tail found again in a script that repeats itself would otherwise go round for ever), and
+        # only what closes the open value, then EOS, is left to score.
+        at = len(script) if len(output) >= len(script) else place_in_script(script, output)
         if at is not None:
             rest = script[at:]
             if not rest:

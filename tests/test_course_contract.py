@@ -42,6 +42,10 @@ LAB_DIRS = sorted(p for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startsw
 LAB_FILES = {"README.md", "starter.py", "solution.py", "test_lab.py"}
 VARIANTS_DIR = REPO_ROOT / "instructor" / "wrong_variants"
 VARIANTS = sorted(VARIANTS_DIR.glob("lab_*/*.py"))
+# Dishonest submissions for every lab, each appended to the lab's starter: a "universal liar" (every name returns
+# an object that says yes to everything) and one whose every function returns the empty value of its type.
+EVERY_LAB = REPO_ROOT / "instructor" / "dishonest" / "every_lab"
+NOTHING_DONE = sorted(p.stem for p in EVERY_LAB.glob("*.py"))
 
 
 def test_labs_exist() -> None:
@@ -127,14 +131,25 @@ def graded(batch: str) -> Batch:
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(scratch) / "traces.jsonl"
         if index == "0":
+            number = lab_number(lab_dir.name)
             canary = write_canary(lab_dir.name, Path(scratch))
             jobs = [Job("blank-starter", {"LAB_IMPL": "starter"}),
-                    Job("canary", {f"LAB_IMPL_{lab_number(lab_dir.name)}": str(canary), TRACE_LOG_ENV: str(log),
-                                          "LAB_SANDBOX_TRUSTED": "1"}),
+                    *(Job(kind, {f"LAB_IMPL_{number}": str(nothing_done(kind, lab_dir, Path(scratch)))})
+                      for kind in NOTHING_DONE),
+                    Job("canary", {f"LAB_IMPL_{number}": str(canary), TRACE_LOG_ENV: str(log),
+                                   "LAB_SANDBOX_TRUSTED": "1"}),
                     *jobs]
         runs = run_jobs(lab_dir, jobs)
         tables = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
     return Batch(runs, tables)
+
+
+def nothing_done(kind: str, lab_dir: Path, folder: Path) -> Path:
+    """The lab's starter with ``instructor/dishonest/every_lab/<kind>.py`` after it: a submission of no task."""
+    path = folder / f"{kind}.py"
+    path.write_text((lab_dir / "starter.py").read_text(encoding="utf-8") + "\n\n"
+                    + (EVERY_LAB / f"{kind}.py").read_text(encoding="utf-8"), encoding="utf-8")
+    return path
 
 
 def in_first_batch(lab_dir: Path) -> object:
@@ -177,6 +192,45 @@ def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Pat
     # Even under -q, the run ends by saying whose code it graded.
     # (lab-02's line goes on to say whose stages its pipeline composed: starters too, here.)
     assert run.output.rstrip().splitlines()[-1].startswith("graded: starter.py (your code)"), run.output[-500:]
+
+
+# Where a lab's own tests still pay code that returns empty values (measured: make lab-NN with returns_empty, on
+# a2f8beb + the declared-type check). Each is a lab test's doing, not the sandbox's: a cost or memory test that
+# reads its count without checking the answer (issue 42 item 1), a test that passes when the run it depends on
+# breaks another task's rule (lab-04's control run), or one whose cases an empty answer satisfies (a character
+# that is no U+FFFD). Strict: when a lab's tests stop paying, its entry goes (lab-02's, lab-03's and lab-07's
+# went: an empty stream no longer equals an empty stream, the length table is one test, and an empty event
+# stream fails the SDK-type tests).
+STILL_PAYS_EMPTY = {
+    "04": "54.9 points: every cost test, the prompt-end tests whose control run breaks a rule (they return), "
+          "test_no_replacement_chars_for_valid_text, test_prompt_is_never_re_emitted",
+    "06": "2.9 points: test_cost_per_character_does_not_grow",
+    "08": "2.5 points: test_index_stores_each_distinct_mask_once",
+}
+
+
+def nothing_done_param(lab_dir: Path, kind: str) -> object:
+    marks: list[Any] = [pytest.mark.xdist_group(first_batch(lab_dir))]
+    still = STILL_PAYS_EMPTY.get(lab_number(lab_dir.name)) if kind == "returns_empty" else None
+    if still:
+        marks.append(pytest.mark.xfail(strict=True, reason=f"the lab's tests still pay an empty answer: {still}"))
+    return pytest.param(lab_dir, kind, id=f"{lab_dir.name}-{kind}", marks=marks)
+
+
+@pytest.mark.parametrize(("lab_dir", "kind"), [nothing_done_param(d, k) for d in LAB_DIRS for k in NOTHING_DONE])
+def test_a_submission_that_implements_nothing_earns_nothing(lab_dir: Path, kind: str) -> None:
+    """Graded beside the blank starter, through the sandbox: a universal liar, and code that returns empty values.
+
+    A test's question (``in``, ``bool``, ``len``, ``==``) is asked of plain data of the type the lab's API states,
+    checked on the trusted side (mini_vllm/sandbox/declared.py), never of an object of the child; and a test
+    that measures work measures it for code that is right.
+    """
+    run = graded(first_batch(lab_dir)).runs[kind]
+    assert run.tests, f"{kind}: no graded test ran:\n{run.output[-1500:]}"
+    earned = [f"{t['name']}: {t['score']:.2f}" for t in run.tests if t["score"] > 0]
+    assert run.results["score"] == 0 and not earned, (
+        f"{lab_dir.name}: {kind} implements no task, so it must earn nothing; it got {run.results['score']}:\n"
+        + "\n".join(earned))
 
 
 @pytest.mark.parametrize("lab_dir", [in_first_batch(d) for d in LAB_DIRS])

@@ -1,6 +1,13 @@
 """``make grade-batch``: a class graded in fresh copies, in parallel, into one CSV.
 
-Three tiny submissions, graded on two labs (``--labs``, to stay quick):
+A per-lab Gradescope export (``make grade-batch LABS=03``), graded as lab-03's own autograder grades it (a lone
+``starter.py`` is lab-03's file, out of lab-03's points), each row's status in the student's words:
+
+- solved, blank, a syntax error, partial (one task's function only), a group (two submitters, the lab's
+  folder uploaded alone), lab-08's file uploaded to lab-03, and one whose every call loops forever;
+- a metadata entry with no folder and a folder with no metadata: each a warning naming them.
+
+Three tiny submissions of the whole course, graded as a two-lab assignment (``--labs 03,05``, to stay quick):
 
 - ``blank``: the blank starters, a folder: 0 everywhere;
 - ``one-lab``: lab-03 done, as a zip: lab-03's points only;
@@ -13,15 +20,18 @@ A run that crashes or overruns gets a row saying so.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
+import re
 import shutil
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from instructor.autograder import batch, local
+from instructor.autograder import batch, local, metadata
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 from mini_vllm.testing.gradescope import validate
 from mini_vllm.testing.policy import load_policy
@@ -58,7 +68,7 @@ def copy_of_course(dest: Path, lab_03: str = "starter.py", lab_05: str | None = 
 def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, str]]]:
     submissions = tmp_path_factory.mktemp("submissions")
     copy_of_course(submissions / "blank")
-    (submissions / "blank" / batch.METADATA).write_text(json.dumps(METADATA), encoding="utf-8")
+    (submissions / "blank" / metadata.METADATA).write_text(json.dumps(METADATA), encoding="utf-8")
     one = copy_of_course(tmp_path_factory.mktemp("one") / "course", lab_03="solution.py")
     with zipfile.ZipFile(submissions / "one-lab.zip", "w") as archive:
         for path in sorted(one.rglob("*")):
@@ -124,13 +134,13 @@ submission_102:
 def test_names_come_from_the_exports_yaml_and_an_upload_cannot_overrule_it(tmp_path: Path) -> None:
     for folder in ("submission_101", "submission_102", "carol"):
         (tmp_path / folder).mkdir()
-    (tmp_path / batch.EXPORT_METADATA).write_text(EXPORT_YAML, encoding="utf-8")
+    (tmp_path / metadata.EXPORT_METADATA).write_text(EXPORT_YAML, encoding="utf-8")
     # submission_101 uploaded a metadata file of its own (someone else's SIDs): the export's names win
     for folder in ("submission_101", "carol"):
-        (tmp_path / folder / batch.METADATA).write_text(json.dumps(METADATA), encoding="utf-8")
-    who = batch.who_submitted(tmp_path, batch.students(tmp_path))
-    assert who["submission_101"] == batch.Submitter("Grace Hopper", "grace@example.edu", "007"), who
-    assert who["submission_102"] == batch.Submitter("Ada Lovelace; Alan Turing", "ada@example.edu; alan@example.edu",
+        (tmp_path / folder / metadata.METADATA).write_text(json.dumps(METADATA), encoding="utf-8")
+    who = metadata.who_submitted(tmp_path, batch.students(tmp_path))
+    assert who["submission_101"] == metadata.Submitter("Grace Hopper", "grace@example.edu", "007"), who
+    assert who["submission_102"] == metadata.Submitter("Ada Lovelace; Alan Turing", "ada@example.edu; alan@example.edu",
                                                     "S001; S002"), "a group: every member, joined"
     assert who["carol"].sid == "S001; S002", "a folder the export does not name: the metadata in it, as before"
 
@@ -175,3 +185,109 @@ def test_a_crashed_run_gets_a_row_that_says_so(tmp_path: Path) -> None:
 def test_grade_batch_needs_a_folder_of_submissions(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"no student folder or \.zip"):
         batch.main([str(tmp_path)])
+
+
+# ------------------------------------------------------------------ a per-lab export: LABS=03
+
+LAB_08 = next(LABS_DIR.glob("lab-08-*")).name
+SUBMITTERS = {
+    "solved": [("Grace Hopper", "S1")], "blank": [("Ada Lovelace", "S2")], "broken": [("Alan Turing", "S3")],
+    "partial": [("Barbara Liskov", "S4")], "group": [("Edsger Dijkstra", "S5"), ("Tony Hoare", "S6")],
+    "wrong-lab": [("Frances Allen", "S7")], "hangs": [("John Backus", "S8")], "withdrawn": [("Kristen Nygaard", "S9")],
+}
+
+
+def export_yaml(submitters: dict[str, list[tuple[str, str]]]) -> str:
+    """submission_metadata.yml as Gradescope writes it (Ruby-style keys), one entry per folder."""
+    lines = []
+    for folder, people in submitters.items():
+        lines += [f"{folder}:", "  :submitters:"]
+        for name, sid in people:
+            lines += [f"  - :name: {name}", f"    :sid: '{sid}'", f"    :email: {sid.lower()}@example.edu"]
+    return "\n".join(lines) + "\n"
+
+
+def looping(text: str) -> str:
+    """The starter with every stub looping forever instead of raising: each call runs out of its budget."""
+    return re.sub(r"(?m)^( *)raise NotImplementedError\(.*\)$", r"\1while True:\n\1    pass", text)
+
+
+@pytest.fixture(scope="module")
+def per_lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, str]], str]:
+    export = tmp_path_factory.mktemp("export")
+    solution = (LABS_DIR / LAB_03 / "solution.py").read_text(encoding="utf-8")
+    starter = (LABS_DIR / LAB_03 / "starter.py").read_text(encoding="utf-8")
+    files = {
+        "solved/starter.py": solution,
+        "blank/starter.py": starter,
+        "broken/starter.py": "def oops(:\n",
+        "partial/starter.py": solution[:solution.index("\nclass StreamingDetokenizer")],  # task 1's function only
+        f"group/{LAB_03}/starter.py": solution,
+        "wrong-lab/starter.py": (LABS_DIR / LAB_08 / "solution.py").read_text(encoding="utf-8"),
+        "hangs/starter.py": looping(starter),
+        "stray/starter.py": starter,  # a folder the export's metadata does not name
+    }
+    for name, text in files.items():
+        (export / name).parent.mkdir(parents=True, exist_ok=True)
+        (export / name).write_text(text, encoding="utf-8")
+    (export / metadata.EXPORT_METADATA).write_text(export_yaml(SUBMITTERS), encoding="utf-8")  # "withdrawn": no folder
+    out = tmp_path_factory.mktemp("per-lab")
+    warnings = io.StringIO()
+    with contextlib.redirect_stderr(warnings):
+        assert batch.main([str(export), "--out", str(out), "--labs", "03", "--jobs", "2"]) == 0
+    with (out / "scores.csv").open(encoding="utf-8") as handle:
+        rows = {row["submission"]: row for row in csv.DictReader(handle)}
+    return out, rows, warnings.getvalue()
+
+
+def test_a_per_lab_export_is_graded_as_that_labs_autograder(
+        per_lab: tuple[Path, dict[str, dict[str, str]], str]) -> None:
+    out, rows, _ = per_lab
+    points = float(load_policy().lab("03").points)
+    assert {float(row["max"]) for row in rows.values()} == {points}, "out of lab-03's points, not the course's"
+    assert not [column for column in rows["solved"] if column.startswith("lab-") and not column.startswith("lab-03")]
+    for student in rows:
+        results = json.loads((out / student / "results.json").read_text(encoding="utf-8"))
+        assert results["extra_data"]["autograder"]["assignment"] == ["lab-03"], "lab-03's own autograder"
+        assert results["extra_data"]["autograder"]["labs_filter"] is None, "a whole grade, not a simulation"
+    for student in ("solved", "group"):
+        assert (rows[student]["status"], float(rows[student]["total"])) == ("graded", points), rows[student]
+    assert (rows["blank"]["status"], float(rows["blank"]["total"])) == ("graded", 0), rows["blank"]
+    partial = rows["partial"]
+    assert partial["status"] == "graded" and 0 < float(partial["total"]) < points, partial
+    assert float(partial["lab-03 task 1"]) > 0 and float(partial["lab-03 task 2"]) == 0, partial
+    group = rows["group"]
+    assert (group["name"], group["sid"]) == ("Edsger Dijkstra; Tony Hoare", "S5; S6"), group
+
+
+def test_each_status_says_what_happened_in_the_students_words(
+        per_lab: tuple[Path, dict[str, dict[str, str]], str]) -> None:
+    out, rows, _ = per_lab
+    broken = rows["broken"]
+    assert broken["status"].startswith("did not import: SyntaxError"), broken
+    wrong = rows["wrong-lab"]
+    assert wrong["status"].startswith("a file of another lab: this file defines ") and float(wrong["total"]) == 0
+    assert "`lift_to_bytes`" in wrong["status"] and "(lab-08), not lab-03's `utf8_expected_len`" in wrong["status"]
+    hangs = rows["hangs"]
+    assert (hangs["status"], float(hangs["total"])) == ("graded", 0), hangs
+    outputs = {student: [t["output"] for t in json.loads((out / student / "results.json").read_text())["tests"]]
+               for student in rows}
+    assert all("does not import" not in o for o in outputs["hangs"]), "a budget overrun is not an import failure"
+    assert all("is a file of another lab: this file defines" in o and "does not import" not in o
+               for o in outputs["wrong-lab"]), f"each test says why, not an import failure: {outputs['wrong-lab'][:1]}"
+    assert any("stopped after " in o and " s of CPU: utf8_expected_len" in o for o in outputs["hangs"]), (
+        outputs["hangs"][:3])
+    assert any("your lab-03 file defines no 'StreamingDetokenizer'" in o for o in outputs["partial"]), (
+        outputs["partial"][-3:])
+    for student, said in outputs.items():
+        leaked = [o for o in said if "mini_vllm_labs" in o or "mini_vllm.sandbox." in o]
+        assert not leaked, f"{student}: an internal module name reaches the student: {leaked[0][:300]}"
+
+
+def test_metadata_and_folders_that_do_not_match_are_named(
+        per_lab: tuple[Path, dict[str, dict[str, str]], str]) -> None:
+    _, rows, warnings = per_lab
+    assert "withdrawn" not in rows
+    assert "names 1 submission(s) with no folder" in warnings and "withdrawn" in warnings, warnings
+    assert "no metadata names 1 submission(s): stray" in warnings, warnings
+    assert rows["stray"]["name"] == "" and rows["stray"]["status"] == "graded", rows["stray"]

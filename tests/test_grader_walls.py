@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -40,7 +41,8 @@ AS_THE_ORDINARY_USER = pytest.mark.xdist_group("ordinary-user")
 LAB_03 = next(LABS_DIR.glob("lab-03-*"))
 IN_RELEASE = LAB_03.relative_to(REPO_ROOT)
 DISHONEST = Path("instructor") / "dishonest"
-WALLS = ["undoes_the_walls", "reads_another_copy", "reads_a_mailbox", "reads_host_proc", "reads_the_reference"]
+WALLS = ["undoes_the_walls", "reads_another_copy", "reads_a_mailbox", "reads_host_proc", "reads_the_reference",
+         "writes_the_root"]
 ANOTHER_COPY = Path("/var/tmp/mini-vllm-another-copy")  # where reads_another_copy looks, among other places
 GRADER_USER = "mini-vllm-grader"
 # Put after a correct lab-03: its source, left where a later child (another user id) could read it.
@@ -215,6 +217,53 @@ def test_the_walls_hold_when_an_ordinary_user_grades(graded_as_user: tuple[dict[
     if isolation.probe().kind == isolation.BWRAP:
         assert extra["isolation"].startswith("bubblewrap") and extra["official"] is True, extra["isolation"]
         assert "a user id of its own" not in extra["isolation"], "an ordinary user cannot give the child another id"
+
+
+def check_root_is_read_only(runs: dict[str, LabRun], who: str) -> None:
+    """docs/grading.md: "the root itself is read-only, so its /tmp (64 MiB, counted in its memory) is the one place it
+    can write"."""
+    run = runs["writes_the_root"]
+    said = {line for t in run.tests for line in re.findall(r"root writes: [^)]*", t["output"])}
+    assert said, f"{who}: writes_the_root's failures must say what its writes did:\n{run.output[-1500:]}"
+    wrote = sorted(part for line in said for part in line.removeprefix("root writes: ").split("; ")
+                   if not part.startswith("could not"))
+    assert not wrote, f"{who}: a graded child wrote to its root, where no figure of its memory counts: {wrote}"
+    if isolation.probe().kind == isolation.BWRAP:
+        assert all("could not write /x: Read-only file system" in line for line in said), sorted(said)
+
+
+@pytest.mark.slow
+def test_the_childs_root_is_read_only_when_root_grades(graded_as_root: tuple[dict[str, LabRun], bool]) -> None:
+    check_root_is_read_only(graded_as_root[0], "graded as root")
+
+
+@pytest.mark.slow
+@AS_THE_ORDINARY_USER
+def test_the_childs_root_is_read_only_when_an_ordinary_user_grades(
+        graded_as_user: tuple[dict[str, LabRun], bool]) -> None:
+    check_root_is_read_only(graded_as_user[0], "graded by an ordinary user")
+
+
+@pytest.mark.slow
+@AS_THE_ORDINARY_USER
+@pytest.mark.parametrize("number", ["04", "09"])  # where it earned most before answers were checked (20.9, 21.4)
+def test_a_universal_liar_earns_nothing_when_an_ordinary_user_grades(number: str, user_course: UserCourse) -> None:
+    """instructor/dishonest/every_lab/says_yes_to_everything.py after the lab's starter, graded by an ordinary user in
+    its own copy (tests/test_course_contract.py grades it as root in every lab)."""
+    course = user_course.course
+    lab_dir = next((course / LABS_DIR.relative_to(REPO_ROOT)).glob(f"lab-{number}-*"))
+    liar = course / "liars" / f"lab_{number}_says_yes.py"
+    liar.parent.mkdir(exist_ok=True)
+    liar.write_text((lab_dir / "starter.py").read_text(encoding="utf-8") + "\n\n"
+                    + (course / DISHONEST / "every_lab" / "says_yes_to_everything.py").read_text(encoding="utf-8"),
+                    encoding="utf-8")
+    user_course.own(liar.parent)
+    runs = run_jobs(lab_dir, [Job("liar", {"LAB_SANDBOX": "1", f"LAB_IMPL_{number}": str(liar)})], timeout=900,
+                    as_user=user_course.as_user, owner=user_course.uid, course=course)
+    run = runs["liar"]
+    assert run.tests, f"nothing was graded:\n{run.output[-2000:]}"
+    earned = [f"{t['name']}: {t['score']:.2f}" for t in run.tests if t["score"] > 0]
+    assert run.results["score"] == 0 and not earned, "a universal liar must earn nothing:\n" + "\n".join(earned)
 
 
 def test_the_child_sees_only_its_allow_list() -> None:

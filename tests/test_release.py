@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from instructor.release import WINDOW, build, forbidden, leaks, ships
+from instructor.release import LEFT_OUT_FILES, WINDOW, build, forbidden, leaks, ships
 from mini_vllm.labs import LABS_DIR
 
 # The student release (built and graded whole): in make check, not make test.
@@ -222,6 +222,21 @@ def test_every_path_command_and_figure_of_the_releases_text_holds_in_the_release
     assert not problems, ("the release's text names what it does not have (a course path, the benchmarks, "
                           "instructor/, a figure measured on the reference) without saying it is the "
                           f"{QUALIFIED}'s:\n  " + "\n  ".join(problems[:40]))
+
+
+def test_the_release_names_no_file_it_leaves_out(release: Path) -> None:
+    """grading.toml, the Makefile, every README and module: none points at TEACHING.md or CHANGELOG.md, which
+    stay with the instructor (unless the paragraph says it is the instructor's copy that has them)."""
+    named = []
+    for path in sorted(release.rglob("*")):
+        relative = path.relative_to(release)
+        if ".git" in relative.parts or not path.is_file() or (
+                path.suffix not in (".md", ".toml", ".py", ".ipynb", ".txt") and path.name != "Makefile"):
+            continue
+        for paragraph in paragraphs(path.read_text(encoding="utf-8")):
+            if QUALIFIED not in paragraph:
+                named += [f"{relative}: {left}" for left in sorted(LEFT_OUT_FILES) if left in paragraph]
+    assert not named, f"the release names files it does not hold: {named}"
 
 
 def test_the_text_checks_can_fail(tmp_path: Path) -> None:

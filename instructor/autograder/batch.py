@@ -37,10 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml  # PyYAML: in the locked dev packages (openai-agents and mcp need it), which grade-batch's .venv holds
-
 from instructor.autograder import local, shares
-from instructor.autograder.build import build
+from instructor.autograder.build import BuildError, build, chosen_labs
+from instructor.autograder.metadata import METADATA, Submitter, metadata_warnings, who_submitted
 from instructor.autograder.run import run_in_own_group
 from mini_vllm.labs import REPO_ROOT, lab_number
 from mini_vllm.sandbox.isolation import probe
@@ -50,78 +49,12 @@ DEFAULT_OUT = REPO_ROOT / "build" / "batch"
 DEFAULT_TIMEOUT_S = 2100  # per student: past the autograder's own limit (run.py's 1800 s), which writes a result
 
 
-METADATA = "submission_metadata.json"  # the autograder's form of Gradescope's metadata, in a submission's folder
-# Gradescope's "Download Submissions" export: one folder per submission (submission_NNN) and, beside them, this
-# file, which names each folder's submitters in Ruby-style YAML (`:submitters:` with `:name:`, `:sid:`, `:email:`).
-EXPORT_METADATA = "submission_metadata.yml"
-
-
 @dataclass(frozen=True)
 class Outcome:
     student: str
     status: str  # "graded", or what went wrong
     results: dict[str, Any] | None
     seconds: float
-
-
-@dataclass(frozen=True)
-class Submitter:
-    """Who a submission is from, as Gradescope's metadata says (a group submission: every member, joined)."""
-
-    name: str = ""
-    email: str = ""
-    sid: str = ""
-
-
-def submitters(entry: Path) -> Submitter:
-    """The ``users`` of ``entry``'s ``submission_metadata.json``; empty fields without one (or an unreadable one)."""
-    try:
-        users = json.loads((entry / METADATA).read_text(encoding="utf-8")).get("users", [])
-    except (OSError, ValueError, AttributeError):
-        return Submitter()
-    return _joined(users)
-
-
-def _joined(users: object) -> Submitter:
-    """One Submitter for a submission's users (a group's names, emails and SIDs each joined with ``; ``)."""
-    if not isinstance(users, list):
-        return Submitter()
-
-    def field(key: str) -> str:
-        return "; ".join(str(user.get(key) or "") for user in users if isinstance(user, dict))
-
-    return Submitter(field("name"), field("email"), field("sid"))
-
-
-class _ExportLoader(yaml.SafeLoader):
-    """Safe YAML that reads a Ruby-tagged value (``!ruby/object:BigDecimal``, in a score) as nothing."""
-
-
-_ExportLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
-
-
-def export_submitters(submissions: Path) -> dict[str, Submitter]:
-    """Per submission folder, its submitters as the export's ``submission_metadata.yml`` names them ({} without it)."""
-    try:
-        export = yaml.load((submissions / EXPORT_METADATA).read_text(encoding="utf-8"), Loader=_ExportLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return {}
-    if not isinstance(export, dict):
-        return {}
-    who = {}
-    for folder, record in export.items():
-        users = record.get(":submitters") if isinstance(record, dict) else None
-        if isinstance(users, list):
-            who[str(folder)] = _joined([{str(key).lstrip(":"): value for key, value in user.items()}
-                                        for user in users if isinstance(user, dict)])
-    return who
-
-
-def who_submitted(submissions: Path, class_list: list[tuple[str, Path]]) -> dict[str, Submitter]:
-    """Each submission's submitters: from the export's YAML where it names the folder (Gradescope wrote it, outside
-    the student's upload), else from a ``submission_metadata.json`` in the folder, else nobody (the folder's name)."""
-    export = export_submitters(submissions)
-    return {name: export.get(entry.name) or submitters(entry) for name, entry in class_list}
 
 
 def students(submissions: Path) -> list[tuple[str, Path]]:
@@ -135,10 +68,11 @@ def students(submissions: Path) -> list[tuple[str, Path]]:
     return named
 
 
-def prepare_template(work: Path) -> Path:
-    """The autograder built, unpacked and set up once in ``work`` (its ``/autograder`` minus a submission)."""
+def prepare_template(work: Path, labs: list[str] | None = None) -> Path:
+    """The autograder built, unpacked and set up once in ``work`` (its ``/autograder`` minus a submission):
+    ``make autograder LABS=...``'s for ``labs`` (lab folders), the whole course's without."""
     template = work / "template"
-    archive = build(work / "autograder.zip")
+    archive = build(work / "autograder.zip", labs)
     archive.chmod(0o600)  # the reference solutions are inside: root's (the grader's) only
     local.install(archive, template)
     return template
@@ -189,18 +123,37 @@ def grade_one(student: str, entry: Path, template: Path, work: Path, out: Path, 
 
 
 def graded_status(results: dict[str, Any]) -> str:
-    """``graded``, ``graded; lab-05 did not import; lab-06 not found``, or ``crashed: why``."""
+    """What happened, in the student's words. One lab: ``graded``, ``did not import: why``, ``no file for lab-03
+    found`` or ``a file of another lab: why``; several: ``graded``, then each lab that was not (``graded; lab-05 did
+    not import: why; no file for lab-06 found``). ``crashed: why`` when no grade was given."""
     extra = results.get("extra_data", {})
     autograder = extra.get("autograder", {})
     if autograder.get("status") != "graded":
         return f"crashed: {autograder.get('reason', '?')}"
-    trouble = [f"{lab} {entry['status']}" for lab, entry in sorted(extra.get("submission", {}).items())
+    labs = extra.get("submission", {})
+    trouble = [lab_status(lab, entry, named=len(labs) > 1) for lab, entry in sorted(labs.items())
                if entry.get("status", "graded") != "graded"]
+    if len(labs) == 1 and trouble:
+        return trouble[0]
     return "; ".join(["graded", *trouble])
 
 
+def lab_status(lab: str, entry: dict[str, Any], named: bool) -> str:
+    """One lab that was not graded, in the student's words; ``named``: the lab's name first (several labs)."""
+    status, why = entry.get("status", ""), str(entry.get("why") or "")
+    if status == "not found":
+        return f"no file for {lab} found"
+    if status == "another lab's file":
+        why = why.split(" is a file of another lab: ", 1)[-1].split(". Upload ", 1)[0]
+        return f"{lab}: a file of another lab: {why}" if named else f"a file of another lab: {why}"
+    said = f"did not import: {why}" if why else "did not import"
+    return f"{lab} {said}" if named else said
+
+
 def is_graded(outcome: Outcome) -> bool:
-    return outcome.status.startswith("graded")
+    """Whether the autograder gave a grade (a 0 included), as opposed to crashing or being stopped."""
+    autograder = (outcome.results or {}).get("extra_data", {}).get("autograder", {})
+    return autograder.get("status") == "graded"
 
 
 def columns(outcomes: list[Outcome]) -> list[str]:
@@ -253,13 +206,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="students graded at once (cores)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per student")
-    parser.add_argument("--labs", default=None, help="grade only these labs (e.g. 03,05): for trying it out")
+    parser.add_argument("--labs", default=None, help="grade as `make autograder LABS=...`'s assignment does (e.g. "
+                        "03 for a per-lab export: a lone starter.py is lab-03's, out of lab-03's points); default: "
+                        "the whole course")
     args = parser.parse_args(argv)
     if not args.submissions.is_dir():
         raise SystemExit(f"grade-batch: SUBMISSIONS={args.submissions} is not a folder")
     class_list = students(args.submissions)
     if not class_list:
         raise SystemExit(f"grade-batch: no student folder or .zip in {args.submissions}")
+    try:
+        labs = chosen_labs(args.labs) if args.labs else None
+    except BuildError as error:
+        raise SystemExit(f"grade-batch: {error}") from None
+    warnings = metadata_warnings(args.submissions, class_list)
+    for warning in warnings:
+        print(warning, file=sys.stderr)
     walls = probe()
     if not walls.official:
         raise SystemExit(f"grade-batch: refusing to grade: this machine cannot wall off students' code ({walls.why})")
@@ -269,10 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     cpu = shares.open_shares(f"grade-batch-{os.getpid()}")
     print(cpu.describe())
     try:
-        template = prepare_template(work)
+        template = prepare_template(work, labs)
         with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             futures = [pool.submit(grade_one, name, entry.resolve(), template, work, args.out, args.timeout,
-                                   args.labs, cpu) for name, entry in class_list]
+                                   None, cpu) for name, entry in class_list]
             outcomes = [future.result() for future in futures]
     finally:
         cpu.close()
@@ -280,9 +242,12 @@ def main(argv: list[str] | None = None) -> int:
     write_csv(outcomes, args.out / "scores.csv", who_submitted(args.submissions, class_list))
     for outcome in outcomes:
         score = outcome.results.get("score") if outcome.results and is_graded(outcome) else "-"
-        print(f"{outcome.student:<24} {outcome.status:<12.60} {score}")
-    print(f"{len(outcomes)} students graded in {time.monotonic() - started:.1f} s "
+        print(f"{outcome.student:<24} {score!s:>6}  {outcome.status:.100}")
+    graded_as = f"as {', '.join(lab[:6] for lab in labs)}'s autograder" if labs else "on every lab"
+    print(f"{len(outcomes)} students graded {graded_as} in {time.monotonic() - started:.1f} s "
           f"(tests version {load_policy().tests_version}): {args.out / 'scores.csv'}")
+    for warning in warnings:  # again at the end, where they are seen
+        print(warning, file=sys.stderr)
     return 0
 
 

@@ -45,7 +45,7 @@ SHIPPED = (
     "instructor/autograder/",
 )
 # Never inside, even when listed above: the builders and the batch grader run on the instructor's machine.
-LEFT_OUT = ("instructor/autograder/build.py", "instructor/autograder/batch.py")
+LEFT_OUT = ("instructor/autograder/build.py", "instructor/autograder/batch.py", "instructor/autograder/metadata.py")
 ZIP_ROOT_SCRIPTS = ("setup.sh", "run_autograder")
 ASSIGNMENT = "assignment.json"  # in course/: the labs a one-lab (or few-lab) autograder grades
 

@@ -167,23 +167,47 @@ def grade(root: Path) -> dict[str, Any]:
                                             "labs_filter": os.environ.get("AUTOGRADER_LABS") or None}
     document["extra_data"]["submission"] = submission_record(found)
     for lab, status in lab_statuses(graded, document["tests"]).items():
-        document["extra_data"]["submission"][lab]["status"] = status
+        document["extra_data"]["submission"][lab].update(status)
+    say_why_not_graded(document, [f for f in graded if f.file is None])
     return document
 
 
-def lab_statuses(found: list[Found], tests: list[dict[str, Any]]) -> dict[str, str]:
-    """Per lab: ``graded``, ``not found`` or ``did not import`` (every test failed on the lab's import), for
-    the batch CSV's status column: a lab at 0 for a reason outside its tests says so."""
+def say_why_not_graded(document: dict[str, Any], missing: list[Found]) -> None:
+    """A lab with no file of its own ran against a stand-in that fails to import with the reason; its tests and
+    the scorecard say the reason alone, not as an import failure of a file the student never wrote."""
+    for f in missing:
+        stand_in = f"{f.lab[:6]} does not import: ImportError: "
+        for entry in document["tests"]:
+            if entry["name"].startswith(f.lab + " "):
+                entry["output"] = f.problem
+            else:
+                entry["output"] = entry["output"].replace(stand_in, "")
+        document["output"] = document["output"].replace(stand_in, "")
+
+
+def lab_statuses(found: list[Found], tests: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Per lab, its ``status`` for the batch CSV (a lab at 0 for a reason outside its tests says so) and ``why``:
+
+    ``graded``; ``not found`` (why: what was looked for); ``another lab's file`` (why: whose names it defines);
+    ``did not import`` (why: the error, as each of its tests reported it)."""
     statuses = {}
     for f in found:
         outputs = [t["output"] for t in tests if t["name"].startswith(f.lab + " ")]
-        if f.file is None:
-            statuses[f.lab[:6]] = "not found"
+        if f.other_lab:
+            statuses[f.lab[:6]] = {"status": "another lab's file", "why": f.problem}
+        elif f.file is None:
+            statuses[f.lab[:6]] = {"status": "not found", "why": f.problem}
         elif outputs and all(IMPORT_FAILURE in output for output in outputs):
-            statuses[f.lab[:6]] = "did not import"
+            statuses[f.lab[:6]] = {"status": "did not import", "why": import_error(outputs[0], f.lab[:6])}
         else:
-            statuses[f.lab[:6]] = "graded"
+            statuses[f.lab[:6]] = {"status": "graded", "why": ""}
     return statuses
+
+
+def import_error(output: str, lab: str) -> str:
+    """The first line of the sandbox's report of a lab that did not import, without its own prefixes."""
+    line = output[output.index(IMPORT_FAILURE) + len(IMPORT_FAILURE):].splitlines()[0]
+    return line.removeprefix(f"{lab} does not import: ").strip()
 
 
 def _plain_header(scorecard: str) -> str:

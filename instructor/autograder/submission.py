@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from instructor.autograder import labnames
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 
 LABS_IN_RELEASE = LABS_DIR.relative_to(REPO_ROOT)  # phase-16-serving-apis-and-parsers/labs
@@ -44,6 +45,7 @@ class Found:
     looked_for: str  # the path in the release
     found_at: str | None = None  # where it was, relative to the upload
     problem: str = ""  # why it is missing, in a sentence for the student
+    other_lab: bool = False  # what was found is another lab's file (labnames): not graded as this lab's
 
     @property
     def number(self) -> str:
@@ -175,6 +177,13 @@ def locate(upload: Path, staging: Path, labs: list[str] | None = None) -> list[F
         copy = staging / "labs" / lab / "starter.py"
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(hit, copy)
+        wrong = labnames.other_lab(copy, lab)
+        if wrong:
+            copy.unlink()
+            found.append(Found(lab, None, looked_for[0], shown, other_lab=True,
+                               problem=f"{lab}: {shown} is a file of another lab: {wrong}. Upload {lab[:6]}'s "
+                                       "starter.py to this assignment"))
+            continue
         found.append(Found(lab, copy, looked_for[0], shown))
     return found
 

@@ -34,6 +34,7 @@ from mini_vllm.grammars.constraints import (
     json_object_constraint,
     refuse_stop,
     schema_constraint,
+    strict_rules,
     tool_call_constraint,
 )
 from mini_vllm.labtypes.lab10 import Message, ToolCall
@@ -176,6 +177,8 @@ class ResponsesRequest(Strict):
         if fmt.get("type") == "json_object":
             return json_object_constraint("text.format json_object")
         if fmt.get("type") == "json_schema":
+            if fmt.get("strict") is True:
+                strict_rules(fmt["schema"], "text.format.schema", f"text.format '{fmt.get('name', '')}'")
             return schema_constraint(fmt["schema"], "text.format.schema", "text.format json_schema")
         return None
 

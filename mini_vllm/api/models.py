@@ -25,7 +25,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema, field_validator
 
-from mini_vllm.grammars.constraints import Constraint, json_object_constraint, schema_constraint, tool_call_constraint
+from mini_vllm.grammars.constraints import (
+    Constraint,
+    json_object_constraint,
+    schema_constraint,
+    strict_rules,
+    tool_call_constraint,
+)
 
 NOT_SCRIPTABLE = "the toy model's replies are scripted"
 
@@ -347,6 +353,10 @@ class ChatCompletionRequest(SamplingFields):
     def constraint(self) -> Constraint | None:
         """The grammar the reply must match: a forced call, else ``response_format``'s JSON, else None."""
         tools = self.tools or []
+        for i, tool in enumerate(tools):
+            if tool.function.strict:
+                strict_rules(tool.function.parameters or {}, f"tools[{i}].function.parameters",
+                             f"function '{tool.function.name}'")
         if self.tool_choice == "required":
             return tool_call_constraint([(t.function.name, t.function.parameters) for t in tools], "tools")
         if isinstance(self.tool_choice, NamedToolChoice):
@@ -359,6 +369,9 @@ class ChatCompletionRequest(SamplingFields):
             return None
         if fmt.type == "json_object":
             return json_object_constraint("response_format json_object")
+        if (fmt.json_schema or {}).get("strict") is True:
+            strict_rules((fmt.json_schema or {})["schema"], "response_format.json_schema.schema",
+                         f"response_format '{(fmt.json_schema or {}).get('name', '')}'")
         return schema_constraint((fmt.json_schema or {})["schema"], "response_format.json_schema.schema",
                                  "response_format json_schema")
 

@@ -51,6 +51,7 @@ class Constraint:
     regex: str
     source: str  # "response_format json_schema", "json_object", "tool_call", ...
     sentence: Sentence | None = None
+    stack_if_slow: Sentence | None = None  # the same schema with a stack, where the regex compiles too slowly
 
 
 def literal(text: str) -> str:
@@ -63,18 +64,65 @@ def schema_constraint(schema: Any, param: str, source: str) -> Constraint:
 
     A regular expression where one holds it. A grammar with a stack where none does: a recursive schema,
     or one whose regex would pass its size limit (nesting and maxItems copy a regex, not a grammar); its
-    checks and limits run here too, before any work."""
+    checks and limits run here too, before any work. Beside a regex, the same schema with a stack, for the
+    compile to fall back on where the regex's automaton takes longer than its budget (``compile_pool``)."""
     try:
         try:
-            return Constraint(schema_to_regex(schema), source)
+            regex: str | None = schema_to_regex(schema)
         except (NeedsStack, TooManyStates):
+            regex = None
+        if regex is None:
             sentence = schema_sentence(schema)
             sentence_grammar(sentence)
             return Constraint("", source, sentence)
+        try:
+            sentence = schema_sentence(schema)
+            sentence_grammar(sentence)
+        except UnsupportedSchema:  # past the stack's own limit (rules and lexemes): the regex alone, then
+            return Constraint(regex, source)
+        return Constraint(regex, source, stack_if_slow=sentence)
     except UnsupportedSchema as error:
         raise ApiError(400, f"unsupported JSON Schema: {error} (this server serves OpenAI strict mode's subset "
                        "exactly, within its published limits, or refuses it)", param=param,
                        code="unsupported_schema") from error
+
+
+def strict_rules(schema: Any, param: str, name: str) -> None:
+    """OpenAI's strict mode (``strict: true``): every object lists each of its properties in ``required`` and sets
+    ``additionalProperties: false``; else OpenAI's 400, naming the object (its path, as OpenAI's ``context``).
+
+    Without ``strict`` the server still serves the schema exactly; strict mode's promise is the schema's shape."""
+    def walk(node: Any, context: tuple[str, ...]) -> None:
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, (*context, str(i)))
+            return
+        if not isinstance(node, dict):
+            return
+        declared = node.get("type")
+        kinds: list[Any] = declared if isinstance(declared, list) else [declared]
+        if "object" in kinds or "properties" in node:
+            where = f"Invalid schema for {name}: In context={context}, "
+            if node.get("additionalProperties") is not False:
+                raise ApiError(400, where + "'additionalProperties' is required to be supplied and to be false.",
+                               param=param, code="invalid_json_schema")
+            listed, wanted = node.get("properties"), node.get("required")
+            properties: dict[str, Any] = listed if isinstance(listed, dict) else {}
+            required: list[Any] = wanted if isinstance(wanted, list) else []
+            missing = [key for key in properties if key not in required]
+            if missing:
+                raise ApiError(400, where + "'required' is required to be supplied and to be an array including "
+                               f"every key in properties. Missing '{missing[0]}'.", param=param,
+                               code="invalid_json_schema")
+        for keyword in ("properties", "$defs", "definitions"):
+            if isinstance(node.get(keyword), dict):
+                for key, sub in node[keyword].items():
+                    walk(sub, (*context, keyword, key))
+        for keyword in ("items", "anyOf"):
+            if keyword in node:
+                walk(node[keyword], (*context, keyword))
+
+    walk(schema, ())
 
 
 def json_object_constraint(source: str = "json_object") -> Constraint:

@@ -38,7 +38,6 @@ from typing import Any
 
 from mini_vllm.grammars.schema_regex import (
     KEYWORDS,
-    LIMITS,
     TYPES,
     UnsupportedSchema,
     _Compiler,
@@ -74,12 +73,6 @@ class _Writer(_Builder):
         self.reader = _Compiler({})
         self.refs: dict[tuple[int, str], str] = {}  # (which schema of the sentence, its $ref) -> nonterminal
         self.part = 0  # which schema of the sentence is being read
-
-    def add(self, lhs: str, *rhs: str) -> None:
-        if len(self.rules) + len(self.lexemes) >= LIMITS["grammar_symbols"]:
-            raise UnsupportedSchema("(grammar)", "#", f"the grammar would have more than this server's limit of "
-                                    f"{LIMITS['grammar_symbols']:,} rules and lexemes")
-        super().add(lhs, *rhs)
 
     def leaf(self, schema: dict[str, Any]) -> str:
         """A scalar of any value, as the regex writer writes it (used by lab-09's any-JSON rules)."""

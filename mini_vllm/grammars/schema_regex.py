@@ -203,6 +203,8 @@ class _Compiler:
         declared = node.get("type")
         if declared is None:
             implied = [t for t in TYPES if KEYWORDS.get(t, set()) & set(node)]
+            if not implied and ("enum" in node or "const" in node):
+                return list(TYPES)  # the values are the text, objects and arrays included: nothing nests unbounded
             return implied or ["string", "number", "boolean", "null"]  # any scalar: never unbounded nesting
         names = declared if isinstance(declared, list) else [declared]
         if not names or len(names) > len(TYPES):

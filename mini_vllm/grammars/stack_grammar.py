@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mini_vllm.grammars.grammar import UnsupportedSchema
+from mini_vllm.grammars.schema_regex import LIMITS
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
 
 SUPPORTED_KEYWORDS = frozenset({
@@ -39,7 +40,6 @@ SUPPORTED_KEYWORDS = frozenset({
 })
 SUPPORTED_TYPES = frozenset({"object", "string", "integer", "number", "boolean", "null", "array"})
 MAX_LENGTH = 256
-MAX_SYMBOLS = 2000  # rules and lexemes together: a schema past this is refused before any automaton is built
 
 # The lexemes every JSON grammar may use, by name and regex.
 PUNCTUATION = {"LBRACE": r"\{", "RBRACE": r"\}", "LBRACKET": r"\[", "RBRACKET": r"\]",
@@ -117,9 +117,11 @@ class _Builder:
     def add(self, lhs: str, *rhs: str) -> None:
         rule = Rule(lhs, tuple(rhs))
         if rule not in self.rules:
+            # LIMITS["grammar_symbols"]: rules and lexemes together, refused before any automaton is built
+            if len(self.rules) + len(self.lexemes) >= LIMITS["grammar_symbols"]:
+                raise UnsupportedSchema("(grammar)", "#", f"the grammar would have more than this server's limit of "
+                                        f"{LIMITS['grammar_symbols']:,} rules and lexemes")
             self.rules.append(rule)
-        if len(self.rules) + len(self.lexemes) > MAX_SYMBOLS:
-            raise UnsupportedSchema(f"(a grammar of more than {MAX_SYMBOLS} rules)", "#")
 
     def punct(self, name: str) -> str:
         return self.lexeme(PUNCTUATION[name], name)

@@ -1,8 +1,9 @@
 """The grading sandbox: graded code runs in a walled-off child process, seen through proxies.
 
-See :mod:`mini_vllm.sandbox.remote` (the trusted side), :mod:`mini_vllm.sandbox.child` (the
-child), :mod:`mini_vllm.sandbox.wire` (what crosses) and :mod:`mini_vllm.sandbox.isolation`
-(the walls). Tests need only :func:`each`.
+See :mod:`mini_vllm.sandbox.policy` (every bound and budget, as a list), :mod:`mini_vllm.sandbox.remote` (the
+trusted side), :mod:`mini_vllm.sandbox.child` (the child), :mod:`mini_vllm.sandbox.wire` and
+:mod:`mini_vllm.sandbox.declared` (what crosses) and :mod:`mini_vllm.sandbox.isolation` (the walls). Tests need
+only :func:`each`.
 """
 
 from __future__ import annotations

@@ -26,28 +26,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mini_vllm.sandbox.policy import GRADER_MEMORY, SLICE_S, WALL_FACTOR, configure, cpu_budget_s
+
+__all__ = ["SLICE_S", "configure", "cpu_budget_s"]  # grading.toml's budgets are set and read through the policy
+
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
-WALL_FACTOR = 3  # the wall ceiling, in budgets: honest code that waits for nothing never comes near it
-SLICE_S = 0.05  # how often a long call's accounts are read (a short call is never read twice)
 PROC = "/proc"
-DEFAULT_BUDGET_S = 5.0
-_lab_budgets: dict[str, float] = {}  # lab number -> CPU seconds per call (grading.toml, via configure)
-_default = [DEFAULT_BUDGET_S]
-
-
-def configure(per_lab: dict[str, float], default: float) -> None:
-    """The policy's budgets (conftest.py passes grading.toml's): CPU seconds per call, by lab number."""
-    _lab_budgets.clear()
-    _lab_budgets.update(per_lab)
-    _default[0] = default
-
-
-def cpu_budget_s(number: str) -> float:
-    """CPU seconds one call into lab ``number`` may use (``LAB_CALL_BUDGET_S`` overrides every lab's)."""
-    override = os.environ.get("LAB_CALL_BUDGET_S")
-    if override:
-        return float(override)
-    return _lab_budgets.get(number, _default[0])
 
 
 @dataclass(frozen=True)
@@ -65,7 +49,9 @@ class Budget:
         return Budget.of(self.cpu_s + cpu_s)
 
 
-GRADER_MEMORY = 4 * 2**30  # bytes of heap the trusted side may take (a whole graded run needs under 1 GiB)
+def call_budget(number: str) -> Budget:
+    """Lab ``number``'s budget for one call (grading.toml; ``LAB_CALL_BUDGET_S`` overrides every lab's)."""
+    return Budget.of(cpu_budget_s(number))
 
 
 def cap_own_memory(limit: int = GRADER_MEMORY) -> None:

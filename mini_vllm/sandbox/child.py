@@ -14,7 +14,6 @@ held by the trusted side, so a composing lab's points depend on its own file onl
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -25,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mini_vllm.sandbox.peer import Peer
+from mini_vllm.sandbox.peer import Lender, Peer
 
 HERE = Path(__file__).resolve().parent
 
@@ -44,7 +43,7 @@ def main(argv: list[str]) -> int:
     for family in walls.get("warm", []):  # the trusted side's tokenizers, loaded before any request (and any
         rebuild_family(family)  # student code): the memory baseline read at "ready" includes them
     child = Child(Path(walls["workdir"]))
-    peer = StudentPeer(CHILD, read_fd, write_fd, ChildLender(child), rebuild_family)  # type: ignore[arg-type]
+    peer = StudentPeer(CHILD, read_fd, write_fd, ChildLender(child), rebuild_family)
     child.peer = peer
     while True:
         try:
@@ -143,48 +142,27 @@ class Child:
         path = self.impl_path(lab, impl)
         module = self.modules.get(path)
         if module is None:
+            from mini_vllm.labs import import_file
+
             name = f"mini_vllm_labs.lab_{number}.{'solution' if impl == 'solution' else 'submission'}"
-            spec = importlib.util.spec_from_file_location(name, path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[name]
-                raise
-            self.modules[path] = module
+            module = self.modules[path] = import_file(name, path)
         return module
 
     def resolve(self, path: list[str]) -> Any:
-        target: Any = self.load_lab(self.lab)
+        module: Any = self.load_lab(self.lab)
+        target = module
         for name in path:
+            if target is module and not hasattr(module, name):  # Python's message names the module as loaded
+                raise AttributeError(f"your lab-{self.lab} file defines no {name!r} (is it this lab's file?)")
             target = getattr(target, name)
         return target
 
 
-class ChildLender:
+class ChildLender(Lender):
     """The child lends freely (it is the student's process) and serves the lab's names by path."""
-
-    strict = False
 
     def __init__(self, child: Child) -> None:
         self.child = child
-
-    def check_method(self, obj: Any, name: str | None) -> None:
-        pass
-
-    def check_attribute(self, obj: Any, name: str) -> None:
-        pass
-
-    def check_set(self, obj: Any, name: str) -> None:
-        pass
-
-    def check_result(self, value: Any) -> None:
-        pass
-
-    def check_open(self, obj: Any) -> None:
-        pass
 
     def serve(self, obj: Any, method: Any, args: Any) -> Any:
         raise PermissionError("the grading child serves no declared interface")
@@ -201,7 +179,8 @@ def _student_frames(error: BaseException, shown_paths: dict[str, str]) -> str:
     """The traceback from the first frame of graded code on, with the files named as the student knows them."""
     frames = traceback.extract_tb(error.__traceback__)
     sandbox = str(HERE)
-    kept = [f for f in frames if not f.filename.startswith((sandbox, "<frozen"))]
+    loader = str(HERE.parent / "labs.py")  # import_file: the grader's frame, not the student's
+    kept = [f for f in frames if not f.filename.startswith((sandbox, "<frozen")) and f.filename != loader]
     for frame in kept:
         frame.filename = shown_paths.get(frame.filename, frame.filename)
     lines = traceback.format_list(kept[-12:])

@@ -6,7 +6,9 @@ what the list names, read-only: the system's programs and libraries (``/usr`` an
 interpreter and its installed packages (each as Python writes its path and as it resolves: an
 autograder's venv may be a link to the course's ``.venv``), and the course's engine (``mini_vllm``
 without its testing kit). Besides them: a private, empty ``/tmp`` (64 MiB) and the child's own
-``/proc`` and ``/dev`` (read-only: its device nodes, no tmpfs without a size to fill). Nothing else
+``/proc`` and ``/dev`` (read-only: its device nodes, no tmpfs without a size to fill). The root itself is
+remounted read-only once the list is in place, so ``/tmp`` (bounded, and counted in the child's memory by
+:func:`mini_vllm.sandbox.costs.memory_held`) is the only place the child can write. Nothing else
 of the host exists in there: no lab folder, no test, no fixture, no other course copy, no
 autograder zip, no ``/run``, ``/var``, ``/home`` or ``/root``. The child has
 its own user, IPC, network (no interface up), PID, UTS and cgroup namespaces, no capability,
@@ -45,22 +47,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mini_vllm.sandbox.policy import CHILD_UIDS, ENGINE_KEPT_OUT, LIMITS, MAX_PROCESSES, SCRATCH_BYTES, SYSTEM
+
 REPO = Path(__file__).resolve().parents[2]
 
-# ---------------------------------------------------------------------------------- the policy
-
-# Per child process. Generous for any honest lab, small enough that a runaway is stopped early.
-LIMITS = {
-    resource.RLIMIT_CPU: 600,  # seconds of CPU over the child's whole life
-    resource.RLIMIT_DATA: 4 * 2**30,  # bytes of heap; RLIMIT_AS would also count the libraries' mappings
-    resource.RLIMIT_FSIZE: 16 * 2**20,  # no file larger than 16 MiB
-    resource.RLIMIT_NOFILE: 256,
-}
-MAX_PROCESSES = 64  # RLIMIT_NPROC: counted per user id, and per user namespace on Linux >= 5.14
-SCRATCH_BYTES = 64 * 2**20  # the child's private /tmp
-
-SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache")
-ENGINE_KEPT_OUT = ("testing",)  # mini_vllm/testing: the tests' kit, recorded data and oracles
+# ---------------------------------------------------------------------------------- the view (policy.py lists it)
 
 
 @dataclass(frozen=True)
@@ -129,7 +120,9 @@ def bwrap_command(seen: list[Seen]) -> list[str]:
             command += ["--symlink", item.link_to, item.path]
         else:
             command += ["--ro-bind", os.path.realpath(item.path), item.path]
-    return [*command, "--"]
+    # Last, once every mount point is made in it: the root tmpfs itself read-only (bwrap sizes it at half the
+    # host's RAM, and no figure of the child's memory counts it), so /tmp is the one place the child can write.
+    return [*command, "--remount-ro", "/", "--"]
 
 
 def as_user(uid: int, seen: list[Seen]) -> list[str]:
@@ -202,7 +195,7 @@ class Walls:
 
     def describe(self) -> str:
         if self.kind == BWRAP:
-            text = ("bubblewrap: an empty root holding only the interpreter, its packages and the engine (read-only), "
+            text = ("bubblewrap: an empty, read-only root holding only the interpreter, its packages and the engine, "
                     "a private /tmp and /proc, a read-only /dev; its own user, IPC, network, PID, UTS and cgroup "
                     "namespaces; no capabilities; no_new_privs; dies with the grader")
             if self.as_root:
@@ -306,10 +299,9 @@ def readable_by_anyone(path: str) -> bool:
 
 # ---------------------------------------------------------------------------------- one child's life
 
-# Each child of a root grader becomes a user of its own from this range (no account needed: only a
+# Each child of a root grader becomes a user of its own from CHILD_UIDS (no account needed: only a
 # number), so the per-user process limit is that child's alone: what one fork bomb leaves behind for a
 # moment after it is killed can never count against the next child, nor another grading on the machine.
-CHILD_UIDS = range(1_700_000, 1_800_000)
 _next_uid = [CHILD_UIDS.start + (os.getpid() * 997) % len(CHILD_UIDS)]
 
 

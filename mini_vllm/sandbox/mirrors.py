@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mini_vllm.sandbox.policy import MAX_STATE_CHARACTERS
 from mini_vllm.tokenizers.piece import PieceTokenizer
-
-MAX_STATE_CHARACTERS = 8 << 20  # a Hugging Face tokenizer's JSON: the shipped ones are well under a MiB
 
 
 def _hf_tokenizer(json_text: str, eos_token: str) -> Any:

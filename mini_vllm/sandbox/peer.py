@@ -26,11 +26,11 @@ from typing import Any
 
 from mini_vllm.sandbox import served
 from mini_vllm.sandbox.mirrors import BUILDERS
+from mini_vllm.sandbox.policy import MAX_MESSAGE
 from mini_vllm.sandbox.wire import Codec, WireError
 
 REQUEST, REPLY, FAILED = 0, 1, 2
 PARENT, CHILD = 0, 1
-MAX_MESSAGE = 16 * 2**20  # a message larger than this is a runaway, not an answer (honest ones stay under 2 MiB)
 _HEADER = struct.Struct("<I")
 # Special methods a proxy forwards; comparisons and hashing stay local (identity), so an
 # object from the other side can never decide that it equals what a test expects.

@@ -1,7 +1,8 @@
 """Instruments the tests install *inside* the graded module, in the tests' own process only.
 
 Some costs can only be seen from inside: lab-01's cost test counts the characters handed to the
-lab's own scanners; lab-06 and lab-08 ask how much a parser or an index keeps. A probe is course
+lab's own scanners; lab-06 and lab-08 ask how much a parser or an index keeps; lab-07 weighs the
+memory each delta sets aside, even for a moment (a copy of the whole item so far shows there). A probe is course
 code that wraps those names in the module under test, or walks its objects, and reports what it
 found. ``undo()`` puts the module back as it was.
 
@@ -9,15 +10,16 @@ A probe runs where the lab's code runs, so what it reports is that code's word: 
 can change the count. So probes run only where the lab runs in the tests' own process (``make
 test``, ``LAB_SANDBOX=0``), never in the grading sandbox, and :func:`install` refuses a sandboxed
 lab. There, lab-06's and lab-08's tests measure from outside instead (the child's memory as the
-kernel counts it: ``RemoteLab.memory_in_use``), and lab-01's cost test, which has no such measure
-(a parser that re-reads keeps no more memory and sends nothing more), is not graded and the
-scorecard says so (``in_process_only`` in mini_vllm/testing/grading.py).
+kernel counts it: ``RemoteLab.memory_in_use``), and lab-01's and lab-07's cost tests, which have no such measure
+(a parser that re-reads, or a formatter that copies, keeps no more memory and sends nothing more),
+are not graded and the scorecard says so (``in_process_only`` in mini_vllm/testing/grading.py).
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import tracemalloc
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -180,7 +182,36 @@ def _integers_kept(obj: Any, seen: set[int]) -> int:
                for item in items)
 
 
-PROBES: dict[str, Callable[[ModuleType], Any]] = {"ScanCounter": ScanCounter, "Introspection": Introspection}
+class AllocationMeter:
+    """lab-07: the bytes of memory one call sets aside beyond what was in use when it began, at its peak.
+
+    Python's own allocator count (``tracemalloc``), not the kernel's: a copy of a 1 MB string made and
+    dropped again within the call shows as 1 MB, and the same code with the same input allocates the same
+    bytes on every run (only a thread of the tests' own, allocating during the call, could add to it).
+    """
+
+    def __init__(self, module: ModuleType) -> None:
+        self._started = not tracemalloc.is_tracing()
+        if self._started:
+            tracemalloc.start()
+
+    def measure(self, call: Callable[[], Any]) -> tuple[Any, int]:
+        """``call()``'s result and the bytes it set aside at its peak."""
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1] - before
+
+    def snapshot(self) -> dict[str, int]:
+        return {"bytes in use": tracemalloc.get_traced_memory()[0]}
+
+    def undo(self) -> None:
+        if self._started and tracemalloc.is_tracing():
+            tracemalloc.stop()
+
+
+PROBES: dict[str, Callable[[ModuleType], Any]] = {"ScanCounter": ScanCounter, "Introspection": Introspection,
+                                                 "AllocationMeter": AllocationMeter}
 
 
 def install(lab: Any, name: str) -> Any:

@@ -14,7 +14,7 @@ is the student's too). No attribute of a served object is reachable, and what a 
 returns is plain data, so nothing leads further into the trusted side. Every argument is bounded,
 so a served call is bounded work; and the trusted side serves it under what is left of the CPU budget
 of the graded call that made it (an alarm stops a request that would outlast it, and the call fails),
-and under a bound on what it serves in one test (:data:`mini_vllm.sandbox.remote.SERVED_PER_TEST_S`).
+and under a bound on what it serves in one test (:data:`mini_vllm.sandbox.policy.SERVED_PER_TEST_S`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-MAX_IDS = 1 << 16  # ids in one served decode: far more than any test decodes at once
-MAX_TEXT = 1 << 20  # characters in one served string argument
-MAX_STATE = 1 << 31
+from mini_vllm.sandbox.policy import MAX_IDS, MAX_STATE, MAX_TEXT
 
 
 @dataclass(frozen=True)

@@ -26,18 +26,16 @@ from typing import Any
 
 import msgspec
 
+from mini_vllm.sandbox.policy import ERROR_MODULES, MAX_INT, VALUE_MODULES
 from mini_vllm.sandbox.served import facts_of
 
 TUPLE, SET, VALUE, FAMILY, ERROR, REF, BIGINT, MIRROR, SERVED = 1, 2, 3, 4, 5, 6, 7, 8, 9
 
-# Modules whose dataclasses and named tuples travel by value. Both sides import them, so the
-# receiver rebuilds a value with the class *it* trusts. A student's own dataclass is not here:
-# it travels by reference, and the trusted side can only ask it questions.
-VALUE_MODULES = ("mini_vllm.labtypes.", "mini_vllm.sampling")
-# Exceptions rebuilt as themselves: the builtins, and those the labs declare.
-ERROR_MODULES = ("builtins", "mini_vllm.labtypes.", "json.decoder")
+# VALUE_MODULES: modules whose dataclasses and named tuples travel by value. Both sides import them, so the
+# receiver rebuilds a value with the class *it* trusts. A student's own dataclass is not there: it travels by
+# reference, and the trusted side can only call its declared methods. ERROR_MODULES: exceptions rebuilt as
+# themselves (the builtins, and those the labs declare).
 PLAIN = (str, int, float, bool, type(None), bytes)
-MAX_INT = 2**63
 _NOT_INT = frozenset({str, float, type(None), bytes})
 _INTS = frozenset({int, bool})
 _PLAIN_KINDS = _NOT_INT | _INTS

@@ -1,21 +1,20 @@
 """Grammar compiles in worker processes the server can kill: bounded in CPU time and memory, one per grammar.
 
-A compile (regex -> character automaton -> lab-08's byte automaton and ``TokenIndex``) is
-seconds of pure Python on a big vocabulary, and its size grows with the schema. A grammar with a
-stack (:class:`CompileJob` with a ``sentence``: a recursive schema, ``json_object``) compiles to
-lab-09's grammar with each lexeme's byte automaton lifted by lab-08's ``lift_to_bytes``; its masks
-are lab-09's, computed as the reply goes (``decode_worker``). Either way it never runs in the
-server's process:
+A compile is regex -> character automaton -> lab-08's byte automaton (``lift_to_bytes``), or, for a
+grammar with a stack (:class:`CompileJob` with a ``sentence``: a recursive schema, ``json_object``),
+lab-09's grammar with each lexeme's byte automaton lifted the same way. It never touches the
+vocabulary: the masks are computed as the reply goes, in the decode process (``lazy_masks``,
+``decode_worker``), so a new grammar costs its own size, not the vocabulary's. Its size grows with the
+schema (the student's code may be slow too), so it never runs in the server's process:
 
 - each compile runs in one of a few spawned worker processes, under ``RLIMIT_CPU`` and
   ``RLIMIT_AS``; past either the worker dies, the request gets a 400 naming the limit, and a
   fresh worker takes its place;
 - one compile per (grammar, tokenizer, lab code) at a time: every request for the same grammar
   waits on that one (single-flight), and when the last of them leaves, the compile is killed;
-- the results come back as plain data (the byte automaton's table and the index's distinct
-  masks as ``array('i')``; for a stack, the rules and each lexeme's table), pickled, kept in a
-  cache bounded in bytes and handed to the decode process (``decode_worker``) with each request
-  that uses them;
+- the results come back as plain data (the byte automaton's table as ``array('i')`` rows; for a
+  stack, the rules and each lexeme's table), pickled, kept in a cache bounded in bytes and handed
+  to the decode process (``decode_worker``) once;
 - requests waiting for a compile count toward a bound (503 past it), like those waiting for
   KV blocks.
 
@@ -33,18 +32,20 @@ import pickle
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from mini_vllm.api.errors import ApiError
 from mini_vllm.grammars.schema_grammar import Sentence
-from mini_vllm.labtypes.lab08 import ByteAutomaton, Vocabulary
+from mini_vllm.labtypes.lab08 import ByteAutomaton, Vocabulary, token_trie
 from mini_vllm.server.decode_worker import DecodeWorker
 from mini_vllm.server.stack_decoding import rebuild_grammar
 
-CPU_SECONDS = 60  # one compile's CPU time (Tekken's index for a 32-character string takes about 25 s today)
-MEMORY_BYTES = 4 * 1024**3  # a worker's address space (Tekken's vocabulary and index: a few hundred MB)
+CPU_SECONDS = 60  # one compile's CPU time (the reference lifts the largest schema within the limits in seconds)
+MEMORY_BYTES = 2 * 1024**3  # a worker's address space (no vocabulary here: automata only)
+# A schema's regex compiles within this much CPU, or (lab-09 done) the same schema is compiled with a stack,
+# whose size grows linearly with nesting: a schema within the published limits is served, not refused.
+REGEX_CPU_SECONDS = 5
 WORKERS = 2
 MAX_WAITING = 64  # requests waiting for a compile (running or queued) at once; past this a 503
 CACHE_BYTES = 256 * 1024**2  # compiled grammars kept, by their arrays' size
@@ -61,6 +62,7 @@ class CompileJob:
     sentence: Sentence | None
     lab08: str  # the lab files load_lab chose
     lab09: str
+    fallback: Sentence | None = None  # the same schema with a stack, where the regex's compile passes its budget
 
 
 @dataclass
@@ -91,21 +93,17 @@ def _worker_main(conn: Any, memory_bytes: int) -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    vocabularies: dict[str, Vocabulary] = {}
     while True:
         try:
             message = conn.recv()
         except (EOFError, OSError):
             return
-        if message[0] == "vocab":
-            vocabularies[message[1]] = message[2]
-            continue
-        _, job, vocab_key, cpu_seconds = message
+        _, job, cpu_seconds = message
         used = resource.getrusage(resource.RUSAGE_SELF)
         spent = int(used.ru_utime + used.ru_stime) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_seconds, resource.RLIM_INFINITY))
         try:
-            conn.send(("ok", pickle.dumps(_compile_job(job, vocabularies[vocab_key]), protocol=5)))
+            conn.send(("ok", pickle.dumps(_compile_job(job), protocol=5)))
         except MemoryError:
             try:
                 conn.send(("error", ("MemoryError", "out of memory")))
@@ -115,28 +113,27 @@ def _worker_main(conn: Any, memory_bytes: int) -> None:
             conn.send(("error", (type(error).__name__, str(error)[:2000])))
 
 
-def _compile_job(job: CompileJob, vocab: Vocabulary) -> tuple[str, Any]:
+def _compile_job(job: CompileJob) -> tuple[str, Any]:
     if job.sentence is not None:
         stack = _compile_stack(job)
         if stack is not None:
             return "stack", stack
-    return "regex", _compile(job.regex, vocab, job.lab08)  # json_object while lab-09 is a stub: the flat object
+    return "regex", _compile(job.regex, job.lab08)  # json_object while lab-09 is a stub: the flat object
 
 
-def _compile(regex: str, vocab: Vocabulary, lab_path: str) -> tuple[Any, ...]:
+# One token and EOS: the labs' pieces are tried on it once, so a stub says so here, before any reply starts.
+_TINY = Vocabulary(tokens=[b"{", None], eos_token_id=1)
+
+
+def _compile(regex: str, lab_path: str) -> tuple[Any, ...]:
+    """lab-08's byte automaton as plain data; its masker tried once on a one-token vocabulary."""
     from mini_vllm.grammars.grammar import regex_to_chars
     from mini_vllm.labs import load_lab
 
     lab = load_lab("lab-08", lab_path)
     automaton = lab.lift_to_bytes(regex_to_chars(regex))
-    index = lab.TokenIndex(automaton, vocab)
-    start, accepting, rows = _automaton_data(automaton)
-    distinct: dict[tuple[int, ...], int] = {}
-    mask_of = array("i")
-    for state in range(len(rows)):
-        mask_of.append(distinct.setdefault(tuple(index.allowed(state)), len(distinct)))
-    masks = [array("i", mask).tobytes() for mask in distinct]
-    return start, accepting, rows, masks, mask_of.tobytes()
+    lab.TokenMasker(automaton, _TINY, token_trie(_TINY)).mask(automaton.start)
+    return _automaton_data(automaton)
 
 
 def _automaton_data(automaton: Any) -> tuple[int, list[bool], list[bytes]]:
@@ -176,9 +173,8 @@ def _compile_stack(job: CompileJob) -> tuple[Any, ...] | None:
 
 def _probe(lab09: Any, grammar: Any) -> None:
     """lab-09's pieces once, on a vocabulary of one token: a stub says so here, before any reply starts."""
-    tiny = Vocabulary(tokens=[b"{", None], eos_token_id=1)
     matcher = lab09.ByteMatcher(grammar, lab09.EarleyParser(grammar))  # in task order: the first stub is named
-    lab09.SplitMasker(grammar, tiny).mask(matcher)
+    lab09.SplitMasker(grammar, _TINY, token_trie(_TINY)).mask(matcher)
 
 
 class _Worker:
@@ -189,16 +185,11 @@ class _Worker:
                                        name="mini_vllm-grammar-compile")
         self.process.start()
         child.close()
-        self.vocabularies: set[str] = set()
 
-    def run(self, job: CompileJob, vocab_key: str, vocab: Callable[[], Vocabulary],
-            cpu_seconds: int) -> tuple[str, Any]:
+    def run(self, job: CompileJob, cpu_seconds: int) -> tuple[str, Any]:
         """In a daemon thread: send the job, wait for its answer (EOF if the worker was killed)."""
         try:
-            if vocab_key not in self.vocabularies:
-                self.conn.send(("vocab", vocab_key, vocab()))
-                self.vocabularies.add(vocab_key)
-            self.conn.send(("compile", job, vocab_key, cpu_seconds))
+            self.conn.send(("compile", job, cpu_seconds))
             return self.conn.recv()  # type: ignore[no-any-return]
         except (EOFError, OSError, BrokenPipeError):
             return ("died", self.process.exitcode)
@@ -231,6 +222,8 @@ class CompilePool:
     _cached_bytes: int = 0
     waiting: int = 0  # requests waiting for a compile (running or queued)
     compiles: int = 0  # compiles started (a test checks single-flight with it)
+    regex_cpu_seconds: int = REGEX_CPU_SECONDS
+    fallbacks: int = 0  # regex compiles past their budget, served with a stack instead
     _lock: threading.Lock = field(default_factory=threading.Lock)
     decoder: DecodeWorker = field(default_factory=DecodeWorker)  # runs the compiled grammars' choices
 
@@ -244,7 +237,7 @@ class CompilePool:
     def cached_bytes(self) -> int:
         return self._cached_bytes
 
-    async def get(self, key: Any, job: CompileJob, vocab_key: str, vocab: Callable[[], Vocabulary]) -> Compiled:
+    async def get(self, key: Any, job: CompileJob) -> Compiled:
         """The compiled grammar for ``key``: cached, joined to the compile under way, or compiled now.
 
         Cancelling the caller (its client left) leaves the flight; the last to leave kills the compile.
@@ -257,7 +250,7 @@ class CompilePool:
                            "already; retry later", type="server_error", code="overloaded")
         flight = self._flights.get(key)
         if flight is None:
-            task = asyncio.ensure_future(self._compile(job, vocab_key, vocab))
+            task = asyncio.ensure_future(self._compile(job))
             flight = self._flights[key] = _Flight(task)
             task.add_done_callback(lambda done: self._landed(key, done))
         flight.waiters += 1
@@ -286,49 +279,65 @@ class CompilePool:
             _, old = self._cache.popitem(last=False)
             self._cached_bytes -= old.nbytes
 
-    async def _compile(self, job: CompileJob, vocab_key: str, vocab: Callable[[], Vocabulary]) -> Compiled:
+    async def _compile(self, job: CompileJob) -> Compiled:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.workers)
         async with self._slots:
             self.compiles += 1
-            worker = self._idle.pop() if self._idle else await asyncio.to_thread(self._spawn)
-            loop = asyncio.get_running_loop()
-            answer: asyncio.Future[tuple[str, Any]] = loop.create_future()
+            if job.fallback is None:
+                return await self._attempt(job, self.cpu_seconds)
+            try:  # routed by measured cost: the regex within its budget, else the same schema with a stack
+                return await self._attempt(job, min(self.regex_cpu_seconds, self.cpu_seconds))
+            except ApiError as error:
+                if error.code != "grammar_too_complex":
+                    raise
+                self.fallbacks += 1
+                stack = CompileJob("", job.fallback, job.lab08, job.lab09)
+                try:
+                    return await self._attempt(stack, self.cpu_seconds)
+                except NotImplementedError:  # lab-09 is still a stub: the regex's refusal stands
+                    raise error from None
 
-            def wait() -> None:
-                result = worker.run(job, vocab_key, vocab, self.cpu_seconds)
+    async def _attempt(self, job: CompileJob, cpu_seconds: int) -> Compiled:
+        """One compile in a worker, within ``cpu_seconds`` of CPU."""
+        worker = self._idle.pop() if self._idle else await asyncio.to_thread(self._spawn)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[tuple[str, Any]] = loop.create_future()
 
-                def settle() -> None:
-                    if not answer.done():
-                        answer.set_result(result)
+        def wait() -> None:
+            result = worker.run(job, cpu_seconds)
 
-                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
-                    loop.call_soon_threadsafe(settle)
+            def settle() -> None:
+                if not answer.done():
+                    answer.set_result(result)
 
-            threading.Thread(target=wait, daemon=True, name="mini_vllm-compile-wait").start()
-            try:
-                kind, payload = await answer
-            except asyncio.CancelledError:
-                self._discard(worker)
-                raise
-            if kind == "ok":
-                self._idle.append(worker)
-                return Compiled(payload)
-            if kind == "died":
-                self._discard(worker)
-                raise ApiError(400, f"compiling this grammar went past this server's limits ({self.cpu_seconds} s of "
-                               f"CPU time, {self.memory_bytes // 1024**2} MiB of memory): simplify the schema "
-                               "(fewer or shorter strings, smaller maxLength / maxItems)",
-                               code="grammar_too_complex")
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                loop.call_soon_threadsafe(settle)
+
+        threading.Thread(target=wait, daemon=True, name="mini_vllm-compile-wait").start()
+        try:
+            kind, payload = await answer
+        except asyncio.CancelledError:
+            self._discard(worker)
+            raise
+        if kind == "ok":
             self._idle.append(worker)
-            name, message = payload
-            if name == "MemoryError":
-                raise ApiError(400, f"compiling this grammar needed more than this server's limit of "
-                               f"{self.memory_bytes // 1024**2} MiB of memory: simplify the schema",
-                               code="grammar_too_complex")
-            if name == "NotImplementedError":
-                raise NotImplementedError(message)
-            raise CompileFailed(name, message)
+            return Compiled(payload)
+        if kind == "died":
+            self._discard(worker)
+            raise ApiError(400, f"compiling this grammar went past this server's limits ({cpu_seconds} s of "
+                           f"CPU time, {self.memory_bytes // 1024**2} MiB of memory): simplify the schema "
+                           "(fewer or shorter strings, smaller maxLength / maxItems)",
+                           code="grammar_too_complex")
+        self._idle.append(worker)
+        name, message = payload
+        if name == "MemoryError":
+            raise ApiError(400, f"compiling this grammar needed more than this server's limit of "
+                           f"{self.memory_bytes // 1024**2} MiB of memory: simplify the schema",
+                           code="grammar_too_complex")
+        if name == "NotImplementedError":
+            raise NotImplementedError(message)
+        raise CompileFailed(name, message)
 
     def _spawn(self) -> _Worker:
         worker = _Worker(self.memory_bytes)

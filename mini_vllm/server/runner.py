@@ -333,6 +333,8 @@ async def data_frames(steps: AsyncIterator[Step]) -> AsyncIterator[bytes]:
             yield b"".join([b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks])
     except NotImplementedError as error:  # a stub reached mid-stream: report it in-band, as OpenAI does
         yield sse(not_implemented(error).body()).encode()
+    except ApiError as error:  # the decode process's memory limit, say: its own status and message, in-band
+        yield sse(error.body()).encode()
     except Exception as error:
         yield sse(pipeline_failed(error).body()).encode()
     yield b"data: [DONE]\n\n"

@@ -2,15 +2,16 @@
 stack), and the sampler it drives.
 
 ``prepare`` calls :func:`grammar_for`: the schema was already checked against the published
-limits (``mini_vllm.grammars.schema_regex``); here the regex becomes a character automaton (given),
-lab-08's ``lift_to_bytes`` lifts it and its ``TokenIndex`` precomputes every state's mask,
-all in a worker process the server can kill (``compile_pool``), under CPU and memory limits.
-A grammar with a stack (a recursive schema, ``json_object``: the constraint's ``sentence``) is
-lab-09's grammar instead, each lexeme lifted by lab-08's ``lift_to_bytes`` in the same worker,
-and its masks come from lab-09's ``SplitMasker`` as the reply goes. While lab-09 is still the
+limits (``mini_vllm.grammars.schema_regex``); here the regex becomes a character automaton (given)
+and lab-08's ``lift_to_bytes`` lifts it, in a worker process the server can kill (``compile_pool``),
+under CPU and memory limits. A grammar with a stack (a recursive schema, ``json_object``: the
+constraint's ``sentence``) is lab-09's grammar instead, each lexeme lifted by lab-08's ``lift_to_bytes``
+in the same worker. No compile walks the vocabulary: the masks are computed as the reply goes, in
+the decode process, by lab-08's ``TokenMasker`` at each state's first visit (``lazy_masks``) or
+lab-09's ``SplitMasker``, over the vocabulary's one trie. While lab-09 is still the
 starter's stub, ``json_object`` falls back to lab-08's flat object, and a recursive schema is the
 501 that names lab-09's task.
-Compiled grammars are kept per (grammar, tokenizer, lab code), in a cache bounded in bytes.
+Compiled grammars are kept per (grammar, lab code), in a cache bounded in bytes.
 The engine then asks :meth:`Grammar.chooser` for each token: the toy model's scores, and
 lab-08's ``StructuredSampler`` picks the best token the mask allows, in the decode process
 (``decode_worker``): never on the event loop, nor in a thread that shares its GIL.
@@ -80,12 +81,12 @@ def vocabulary(engine: Engine) -> tuple[Vocabulary, tuple[list[bytes], list[int]
 
 async def grammar_for(engine: Engine, constraint: Constraint, pool: CompilePool) -> Grammar:
     """The request's grammar, compiled in ``pool``'s worker (or found in its cache)."""
-    lab_paths = (str(impl_path("lab-08")), str(impl_path("lab-09")) if constraint.sentence else "")  # loaded by workers
-    job = CompileJob(constraint.regex, constraint.sentence, *lab_paths)
+    stack = constraint.sentence or constraint.stack_if_slow
+    lab_paths = (str(impl_path("lab-08")), str(impl_path("lab-09")) if stack else "")  # loaded by the workers
+    job = CompileJob(constraint.regex, constraint.sentence, *lab_paths, fallback=constraint.stack_if_slow)
     tokenizer = engine.tokenizer
-    key = (job, id(tokenizer))
     found = _vocabularies.get(id(tokenizer))
     vocab, raw = found if found is not None else await asyncio.to_thread(vocabulary, engine)
     vocab_key = f"{type(tokenizer).__name__}:{id(tokenizer)}:{engine.model.seed}"
-    compiled = await pool.get(key, job, vocab_key, lambda: vocab)
+    compiled = await pool.get(job, job)  # a compile never reads the vocabulary: one per grammar, any tokenizer
     return Grammar(compiled, vocab_key, vocab, raw, lab_paths, pool, constraint.source == "tool_call")

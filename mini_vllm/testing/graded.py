@@ -63,8 +63,17 @@ def quoted_if_foreign(error: BaseException, text: str) -> str:
     return "\n".join(lines) + (f"\n{rest}" if rest else "")
 
 
-# How the grading sandbox's own failures (a timeout, a crash, a lab that does not import) print.
-SANDBOX_PREFIX = re.compile(r"^mini_vllm\.sandbox\.\w+\.(?:\w+): ")
+# How the grading sandbox's own failures (a timeout, a crash, a lab that does not import) print: with their module
+# (pytest's way), or with their name alone once plain_failure has taken the module off.
+SANDBOX_FAILURES = ("LabDoesNotImport", "CallTimeout", "CallInterrupted", "ChildDied", "TooMuchData", "SandboxFailure")
+SANDBOX_PREFIX = re.compile(rf"^(?:mini_vllm\.sandbox\.\w+\.\w+|{'|'.join(SANDBOX_FAILURES)}): ")
+SANDBOX_MODULE = re.compile(r"(?m)^mini_vllm\.sandbox\.\w+\.(?=\w+: )")
+
+
+def plain_failure(details: str) -> str:
+    """A failure as a student reads it: no module of the grader's (``mini_vllm.sandbox.remote.``) in front of the
+    sandbox's own exceptions (the name stays: ``LabDoesNotImport: lab-05 does not import: ...``)."""
+    return SANDBOX_MODULE.sub("", details)
 NOT_IMPLEMENTED = re.compile(r"NotImplementedError: (lab-\d\d) task (\d+)")
 
 

@@ -39,6 +39,7 @@ from mini_vllm.testing.graded import (
     collected,
     failure_hint,
     from_collected,
+    plain_failure,
     quoted_if_foreign,
     verdict,
 )
@@ -201,7 +202,7 @@ class Grader:
             graded.details = quoted_if_foreign(call.excinfo.value, call.excinfo.exconly().strip())
         else:
             graded.details = report.longreprtext
-        graded.details = printable(graded.details)
+        graded.details = printable(plain_failure(graded.details))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.role == "worker":

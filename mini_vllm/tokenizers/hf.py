@@ -24,6 +24,8 @@ from mini_vllm.tokenizers.bpe import SHIPPED_TOKENIZER, byte_to_unicode
 from mini_vllm.tokenizers.byte import SPECIAL_TOKENS
 from mini_vllm.tokenizers.spm import SHIPPED_SPM_TOKENIZER, metaspace_token_bytes
 
+_ONLY_INT = frozenset({int})  # the types a token id may have (not bool, not a float, not numpy's ints)
+
 
 def hf_byte_tokenizer() -> Tokenizer:
     """A real ``tokenizers.Tokenizer`` whose ids match ``ByteTokenizer``'s: byte b is id b."""
@@ -104,6 +106,7 @@ class HFTokenizer:
         self.backend = tokenizer
         self._eos_token = eos_token
         self._vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        self._token_ids = frozenset(range(self._vocab_size))  # decode's check in C (Tekken's 131k: about 8 MB)
         special = {t.content: i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
         self._special_ids = sorted(special.values())
         self._special_bytes = {i: text.encode("utf-8") for text, i in special.items()}
@@ -128,9 +131,19 @@ class HFTokenizer:
         return self.backend.encode(text, add_special_tokens=False).ids
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
-        for token_id in ids:  # the real library silently skips unknown ids; we refuse them
-            check_token_id(token_id, self._vocab_size)
-        return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+        # The real library silently skips unknown ids (and reads True as 1); we refuse them. A streaming
+        # detokenizer calls this once per token with a window of ids, so the usual case is checked in C:
+        # every id one of the vocabulary's (set lookups: 2.0 and True pass them) and exactly an int. Anything
+        # else gets the id-by-id check, which raises naming the first bad id.
+        ids = ids if type(ids) is list else list(ids)
+        try:
+            usual = self._token_ids.issuperset(ids) and _ONLY_INT.issuperset(map(type, ids))
+        except TypeError:  # an id that cannot be hashed, so it is no int
+            usual = False
+        if not usual:
+            for token_id in ids:
+                check_token_id(token_id, self._vocab_size)
+        return self.backend.decode(ids, skip_special_tokens)
 
     def decode_single_token_bytes(self, token_id: int) -> bytes:
         check_token_id(token_id, self._vocab_size)

@@ -18,7 +18,7 @@ _set_aside = [bytearray(b"\x01") * 2**20 for _ in range(64)]  # 64 MiB, every pa
 
 
 class TokenIndex(_Reference):
-    def __init__(self, automaton, vocab):
-        super().__init__(automaton, vocab)
+    def __init__(self, automaton, vocab, trie):
+        super().__init__(automaton, vocab, trie)
         self._masks = [list(mask) for mask in self._masks]  # a copy per state
         _set_aside.clear()  # given back as the copies are made

@@ -45,12 +45,12 @@ class TokenMasker(_ReferenceMasker):
         _waste(self._slow_automaton)
         return super().mask(state)
 
-    def __init__(self, automaton, vocab):
-        super().__init__(automaton, vocab)
+    def __init__(self, automaton, vocab, trie):
+        super().__init__(automaton, vocab, trie)
         self._slow_automaton = automaton
 
 
 class TokenIndex(_ReferenceIndex):
-    def __init__(self, automaton, vocab):
+    def __init__(self, automaton, vocab, trie):
         _waste(automaton)
-        super().__init__(automaton, vocab)
+        super().__init__(automaton, vocab, trie)

@@ -21,5 +21,5 @@ class ResponsesEventFormatter(_solution.ResponsesEventFormatter):
         item = self._item
         if item is not None and item["type"] == "message" and out.text:
             events.append(self._emit("response.output_text.done", item_id=item["id"], output_index=len(self.output),
-                                     content_index=0, text=self._written, logprobs=[]))
+                                     content_index=0, text="".join(self._parts), logprobs=[]))
         return events

@@ -20,7 +20,7 @@ class TokenMasker(_solution.TokenMasker):
 
 
 class TokenIndex(_solution.TokenIndex):
-    def __init__(self, automaton, vocab):  # type: ignore[no-untyped-def]
-        super().__init__(automaton, vocab)
-        masker = TokenMasker(automaton, vocab)
+    def __init__(self, automaton, vocab, trie):  # type: ignore[no-untyped-def]
+        super().__init__(automaton, vocab, trie)
+        masker = TokenMasker(automaton, vocab, trie)
         self._masks = [masker.mask(s) for s in range(automaton.num_states)]

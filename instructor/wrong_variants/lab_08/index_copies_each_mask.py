@@ -15,6 +15,6 @@ MAY_COST = [4]
 
 
 class TokenIndex(_solution.TokenIndex):
-    def __init__(self, automaton, vocab):  # type: ignore[no-untyped-def]
-        super().__init__(automaton, vocab)
+    def __init__(self, automaton, vocab, trie):  # type: ignore[no-untyped-def]
+        super().__init__(automaton, vocab, trie)
         self._masks = [list(mask) for mask in self._masks]  # a copy per state: nothing shared

@@ -17,11 +17,11 @@ MAY_COST = [3]
 
 def _walk(trie: Any, matcher: Any, node: int, allowed: list[int]) -> None:
     lexer = matcher.lexer_state
-    for byte, child in trie.children[node]:
-        if not matcher.feed(byte):
+    for child in trie.children(node):
+        if not matcher.feed(trie.byte[child]):
             continue
         allowed.extend(trie.ending[child])
-        if trie.children[child]:
+        if trie.skip[child] > child + 1:
             _walk(trie, matcher, child, allowed)
         matcher.lexer_state = lexer  # the parser is not rolled back
 
@@ -29,7 +29,7 @@ def _walk(trie: Any, matcher: Any, node: int, allowed: list[int]) -> None:
 class TrieMasker(_solution.TrieMasker):
     def mask(self, matcher: Any) -> list[int]:
         allowed: list[int] = []
-        _walk(self._trie, matcher, 0, allowed)
+        _walk(self.trie, matcher, 0, allowed)
         if matcher.can_end():
             allowed.append(self.vocab.eos_token_id)
         return sorted(allowed)

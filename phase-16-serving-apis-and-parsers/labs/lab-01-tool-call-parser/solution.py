@@ -196,7 +196,8 @@ class StreamingToolParser:
         # A snapshot in O(1): every field is immutable but the open block's list of pieces, and a feed
         # appends to that only when it ends inside the block, so a feed that raises never has.
         saved = dict(vars(self))
-        out, to_read = DeltaMessage(), []
+        out = DeltaMessage()
+        to_read: list[tuple[CallReader, str]] = []
         try:
             rest: str | None = delta
             while rest is not None:  # prose and blocks in turn, until the delta is used up

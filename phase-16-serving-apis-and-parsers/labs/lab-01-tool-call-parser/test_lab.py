@@ -44,7 +44,7 @@ TASKS = {
     6: "stream the arguments: the name once, then the text as written",
 }
 
-WEATHER = {"name": "get_weather", "arguments": {"city": "東京", "unit": "celsius"}}
+WEATHER: dict[str, Any] = {"name": "get_weather", "arguments": {"city": "東京", "unit": "celsius"}}
 
 
 def block(call: dict[str, Any], ensure_ascii: bool = False, padding: str = "") -> str:
@@ -172,10 +172,11 @@ def test_parse_call_keeps_any_arguments_text_as_written(reply: WrittenReply) -> 
 def test_malformed_call_raises_with_the_raw_text(raw: str) -> None:
     with pytest.raises(lab.ToolCallParseError) as raised:
         lab.parse_call(raw)
-    assert raised.value.raw == raw, "the error must carry the raw block, so nothing is silently lost"
-    assert isinstance(raised.value, ValueError) and raised.value.reason, (
+    error: Any = raised.value  # the lab's ToolCallParseError, with its raw text and reason
+    assert error.raw == raw, "the error must carry the raw block, so nothing is silently lost"
+    assert isinstance(raised.value, ValueError) and error.reason, (
         "ToolCallParseError is a ValueError and says why the block is malformed")
-    assert f"({raised.value.reason})" in str(raised.value), (
+    assert f"({error.reason})" in str(error), (
         "the error's message reads 'malformed tool call (<reason>): <raw>', for the log and the client")
 
 
@@ -202,6 +203,7 @@ REPEATED_KEYS = {
 @pytest.mark.parametrize("raw", REPEATED_KEYS.values(), ids=REPEATED_KEYS.keys())
 def test_a_repeated_key_is_refused(raw: str) -> None:
     """json.loads keeps the last of two equal keys, while a stream has already sent the first: refuse such a call."""
+    raised: Any
     with pytest.raises(lab.ToolCallParseError) as raised:
         lab.parse_call(raw)
     assert raised.value.raw == raw, "the error carries the raw block"
@@ -259,7 +261,7 @@ def test_prose_before_between_and_after_calls_is_kept() -> None:
 
 @pytest.mark.task(3)
 def test_end_tag_inside_an_argument_does_not_close_the_call() -> None:
-    tricky = {"name": "write_file", "arguments": {"text": "close with </tool_call> then stop"}}
+    tricky: dict[str, Any] = {"name": "write_file", "arguments": {"text": "close with </tool_call> then stop"}}
     parsed = lab.parse_tool_calls("ok " + block(tricky) + " after")
     assert parsed.tool_calls == [call(**tricky)] and parsed.content == "ok  after", (
         "an end tag inside an argument string does not close the call")
@@ -268,7 +270,8 @@ def test_end_tag_inside_an_argument_does_not_close_the_call() -> None:
 @pytest.mark.task(3)
 @pytest.mark.parametrize("ensure_ascii", [False, True])
 def test_cjk_and_emoji_arguments_survive(ensure_ascii: bool) -> None:
-    wild = {"name": "send", "arguments": {"to": "Zoë", "text": "发射 🚀🫨 «ok»", "tags": ["日本語", "\ufffd"]}}
+    wild: dict[str, Any] = {"name": "send", "arguments": {"to": "Zoë", "text": "发射 🚀🫨 «ok»",
+                                                          "tags": ["日本語", "\ufffd"]}}
     parsed = lab.parse_tool_calls(block(wild, ensure_ascii=ensure_ascii))
     assert parsed.tool_calls == [call(**wild)], "arguments must come back exactly, not escaped or mangled"
 
@@ -364,7 +367,7 @@ def test_prose_arriving_with_an_end_tag_is_kept(cut: int) -> None:
 
 @pytest.mark.task(4)
 def test_end_tag_split_inside_an_argument_string() -> None:
-    tricky = {"name": "note", "arguments": {"text": "</tool_call> is just text here"}}
+    tricky: dict[str, Any] = {"name": "note", "arguments": {"text": "</tool_call> is just text here"}}
     chunks = split_at(block(tricky), range(3, len(block(tricky)), 5))
     content, calls = collect(chunks)
     assert calls == [call(**tricky)] and content == "", (
@@ -433,7 +436,7 @@ def test_non_str_delta_raises_and_loses_nothing(bad: object) -> None:
     parser = lab.StreamingToolParser()
     first = parser.feed("ok <tool")
     held = parser.held_text
-    must_raise(lambda: parser.feed(bad), TypeError, f"feed({bad!r})")  # type: ignore[arg-type]
+    must_raise(lambda: parser.feed(bad), TypeError, f"feed({bad!r})")
     assert parser.held_text == held, (
         f"a rejected delta must leave the held text alone: it was {quote(held)}, now {quote(parser.held_text)}")
     second = parser.feed("> fine")
@@ -547,7 +550,7 @@ def test_nothing_after_finish() -> None:
     parser.finish()
     must_raise(lambda: parser.feed("more"), RuntimeError, "feed() after finish()")
     with pytest.raises((TypeError, RuntimeError)):  # either says what is wrong: the type, or the timing
-        parser.feed(None)  # type: ignore[arg-type]
+        parser.feed(None)
 
 
 @pytest.mark.task(5)
@@ -618,7 +621,8 @@ def cut_by_sizes(text: str, sizes: Sequence[int]) -> list[str]:
 
 def value_spans(body: str) -> dict[str, tuple[int, int]]:
     """The oracle's own reading of a call's body: each key -> where its value starts and ends."""
-    decoder, spans, position = json.JSONDecoder(), {}, body.index("{") + 1
+    spans: dict[str, tuple[int, int]] = {}
+    decoder, position = json.JSONDecoder(), body.index("{") + 1
     while True:
         position += len(body[position:]) - len(body[position:].lstrip(" \t\n\r,"))
         if body[position] == "}":

@@ -67,7 +67,7 @@ TEXT_PROMPTS = ["hello", "japanese", "chinese", "emoji"]
 LONG = 2_048  # max_tokens for the long call: about 1,000 tokens with the byte tokenizer
 # The tools a client offers. The server parses calls only when the request offers tools (and
 # tool_choice is not "none"), as vLLM does, so every chat request here offers the toy model's.
-TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+TOOLS: list[Any] = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
          for name in dict.fromkeys(call["name"] for call in (WEATHER_CALL, PARIS_CALL, OSAKA_CALL, WRITE_FILE_CALL))]
 
 # A bug in one task costs points in that task only, so each test runs the server with YOUR code
@@ -286,7 +286,7 @@ def reassemble(chunks: list[Any]) -> tuple[str, list[Any], str | None]:
 
 def stop_reason_of(choice: Any) -> str | None:
     """vLLM's ``stop_reason`` (the stop string that ended the reply): the SDK keeps it as an extra field."""
-    return (getattr(choice, "model_extra", None) or {}).get("stop_reason")  # type: ignore[no-any-return]
+    return (getattr(choice, "model_extra", None) or {}).get("stop_reason")
 
 
 def routed(text: str) -> str:
@@ -429,7 +429,7 @@ def check_two_calls_reported(stop: tuple[str, ...]) -> None:
     calls = [(c.name, c.arguments) for o in [*outputs, last] for c in o.tool_calls]
     assert calls == [("get_weather", first), ("get_weather", second)], (
         f"each completed call once, in order, with its arguments: got {calls}")
-    fragments = {}
+    fragments: dict[int, str] = {}
     for delta in (d for o in [*outputs, last] for d in o.tool_call_deltas):
         fragments[delta.index] = fragments.get(delta.index, "") + (delta.arguments_fragment or "")
     assert fragments == {0: json.dumps(first), 1: json.dumps(second)}, (
@@ -818,6 +818,9 @@ def test_sse_framing_and_the_first_chunk(format_server: BackgroundServer) -> Non
 def test_no_empty_content_deltas(format_server: BackgroundServer) -> None:
     for prompt in ("japanese", "weather"):
         chunks = events(raw_sse(format_server, {"messages": [{"role": "user", "content": prompt}], "stream": True}))
+        said = [ch["delta"] for c in chunks for ch in c["choices"] if ch["delta"].get("content") or
+                ch["delta"].get("tool_calls")]
+        assert said, f"{prompt}: the reply goes out in chunks (an empty stream is no answer): no chunk said anything"
         empty = [c for c in chunks for ch in c["choices"]
                  if ch["delta"].get("content") == "" or (not ch["delta"] and not ch["finish_reason"])]
         assert not empty, f"{prompt}: chunks with nothing to say: {empty[:2]}"
@@ -840,6 +843,7 @@ def test_include_usage_sends_a_last_usage_chunk(format_server: BackgroundServer)
 @pytest.mark.parametrize("prompt", ["japanese", "emoji", "two tools"])
 def test_non_streamed_response_equals_the_streamed_one(format_server: BackgroundServer, prompt: str) -> None:
     text, calls, finish = reassemble(stream_chat(format_server, prompt))
+    assert text or calls, f"{prompt!r}: the reply goes out in chunks (an empty stream is no answer): none came"
     whole = ask(format_server, prompt).choices[0]
     assert (whole.message.content or "", whole.finish_reason) == (text, finish), (
         f"{prompt!r}: the chunks must add up to the non-streamed message: streamed {text!r} / {finish!r}, "
@@ -858,6 +862,7 @@ def test_completion_chunks(format_server: BackgroundServer) -> None:
     assert not empty, f"a chunk with no text must carry the finish reason: {empty[:1]}"
     text = "".join(c["choices"][0]["text"] for c in chunks)
     assert text == script_for("chinese"), f"the texts add up to the reply: {text!r}"
+    whole: Any  # the SDK's Completion: its usage is optional there, and this server always sends it
     with stubs_raise():
         whole = client(format_server).completions.create(model=MODEL_NAME, prompt="chinese")
     assert whole.choices[0].text == script_for("chinese") and whole.usage.completion_tokens > 0, (
@@ -1087,6 +1092,7 @@ def test_a_thought_cut_short_stays_a_thought(steady_server: BackgroundServer) ->
 def test_reasoning_streamed_equals_non_streamed(steady_server: BackgroundServer, prompt: str,
                                                 options: dict[str, Any]) -> None:
     thought, answer, calls, finish = channels(stream_chat(steady_server, prompt, **options))
+    assert thought or answer or calls, f"{prompt!r}: the reply goes out in chunks (an empty stream is no answer)"
     whole = ask(steady_server, prompt, **options).choices[0]
     assert (extra(whole.message, "reasoning"), whole.message.content or "", whole.finish_reason) == (
         thought, answer, finish), "message.reasoning, content and finish_reason must match the stream"

@@ -41,6 +41,8 @@ class IncrementalDetokenizer:
     the token that completes it (or, if the output breaks it, as the output's U+FFFD).
     """
 
+    _texts: dict[int, str]  # end -> decode(tokens[prefix:end]) for the current prefix
+
     def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int] = (), window: int = 4,
                  skip_special_tokens: bool = False) -> None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
@@ -175,6 +177,7 @@ class IncrementalDetokenizer:
         is a boundary when the text before it does not end in U+FFFD: its last character is whole.
         (After a push this never helps: had the text there been clean, ``read`` would be there.)
         """
+        rights: dict[int, str]
         last, rights = self._prompt_len, {}
         for position in range(last - 1, max(0, last - _PROMPT_LOOKBACK), -1):
             before = self._text_to(position)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
+from tokenizers import Tokenizer as RawTokenizer
 from tokenizers.decoders import DecodeStream
 
 from mini_vllm import TOKENIZER_FAMILIES, Tokenizer, load_tokenizer
@@ -62,6 +63,8 @@ THAI, BURMESE = "สวัสดีครับ วันนี้อากา�
 # ----------------------------------------------------------------------------- helpers
 
 
+# (functools.cache types its arguments as Hashable, which the Tokenizer protocol does not promise: every
+# tokenizer here is hashable all the same, so the calls below tell mypy to let them through.)
 @functools.cache
 def sentencepiece_style(tokenizer: Tokenizer) -> bool:
     """Whether ``decode`` strips the first space of what it decodes (and writes one U+FFFD per byte of a broken run).
@@ -80,7 +83,7 @@ def oracle(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence[int], s
     def raw(ids: Sequence[int]) -> list[bytes]:
         return [b"" if i in skipped else tokenizer.decode_single_token_bytes(i) for i in ids]
 
-    family = sentencepiece_style(tokenizer)
+    family = sentencepiece_style(tokenizer)  # type: ignore[arg-type]
     return expected_stream(raw(prompt), raw(output), strips_leading_space=family, per_byte_replacement=family)
 
 
@@ -129,7 +132,7 @@ def stream_problem(tokenizer: Tokenizer, prompt: Sequence[int], output: Sequence
     """
     detok = lab.IncrementalDetokenizer(tokenizer, prompt, window=window, skip_special_tokens=skip)
     expected = oracle(tokenizer, prompt, output, skip)
-    spaceless = spaces_on_spm_are_task_1 and sentencepiece_style(tokenizer)
+    spaceless = spaces_on_spm_are_task_1 and sentencepiece_style(tokenizer)  # type: ignore[arg-type]
     same = without_spaces if spaceless else str
     final = same(expected.text)
     shown = ""
@@ -255,7 +258,7 @@ def test_no_replacement_chars_for_valid_text(name: str) -> None:
     assert not wrong, f"valid text, yet U+FFFD was shown (token, piece): {wrong[:3]}"
 
 
-SPACE_STRIPPING = [name for name, tokenizer in TOKENIZERS.items() if sentencepiece_style(tokenizer)]
+SPACE_STRIPPING = [name for name, tokenizer in TOKENIZERS.items() if sentencepiece_style(tokenizer)]  # type: ignore[arg-type]
 
 
 @pytest.mark.task(1)
@@ -302,7 +305,7 @@ def test_bad_id_raises_and_loses_nothing(bad_id: object) -> None:
     detok = lab.IncrementalDetokenizer(BPE, [])
     pushed = each(detok.push, output[:middle])
     with pytest.raises(ValueError, match="token id") as raised:
-        detok.push(bad_id)  # type: ignore[arg-type]
+        detok.push(bad_id)
     assert str(bad_id) in str(raised.value), "the ValueError must name the bad id"
     pushed += each(detok.push, output[middle:])
     assert pushed == without_bad_id, (
@@ -327,7 +330,7 @@ def test_defaults_are_window_4_and_special_tokens_shown() -> None:
 @pytest.mark.parametrize("window", [0, -1, 1.5, "4"], ids=repr)
 def test_window_must_be_a_positive_int(window: object) -> None:
     with pytest.raises(ValueError, match="window"):
-        lab.IncrementalDetokenizer(BPE, [], window=window)  # type: ignore[arg-type]
+        lab.IncrementalDetokenizer(BPE, [], window=window)
 
 
 # ---------------------------------------------------- task 2: the fallback, at bounded cost
@@ -443,7 +446,7 @@ VLLM_PEER_STRINGS = [
 def test_vllm_peer_strings(name: str) -> None:
     """Like vLLM: each string plus EOS, no prompt, skip_special_tokens=True (vLLM's default)."""
     tokenizer = TOKENIZERS[name]
-    same = without_spaces if sentencepiece_style(tokenizer) else str
+    same = without_spaces if sentencepiece_style(tokenizer) else str  # type: ignore[arg-type]
     for truth in VLLM_PEER_STRINGS:
         ids = [*tokenizer.encode(truth), tokenizer.eos_token_id]
         check_stream(tokenizer, [], ids, skip=True, spaces_on_spm_are_task_1=True)
@@ -456,7 +459,7 @@ def test_vllm_peer_strings(name: str) -> None:
 HF_RAWS = {"hf-bpe": (HF_BPE, HF_RAW), "hf-spm": (HF_SPM, HF_SPM_RAW)}
 
 
-def decode_stream_steps(prompt: Sequence[int], output: Sequence[int], raw: object = HF_RAW,
+def decode_stream_steps(prompt: Sequence[int], output: Sequence[int], raw: RawTokenizer = HF_RAW,
                         skip: bool = False) -> list[str]:
     decoder = DecodeStream(ids=list(prompt), skip_special_tokens=skip)
     return [decoder.step(raw, i) or "" for i in output]

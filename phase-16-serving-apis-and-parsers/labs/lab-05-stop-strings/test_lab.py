@@ -123,7 +123,7 @@ def stopped_answer(fed: str, stops: Sequence[str], include: bool) -> str | None:
 # ----------------------------------------------------------------------------- helpers
 
 
-def feed_all(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> tuple[list[str], object]:
+def feed_all(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> tuple[list[str], Any]:
     """Feed every chunk (no flush: that is task 3); return what each feed showed, and the checker."""
     checker = lab.StopStringChecker(list(stops), include_stop_str_in_output=include)
     return each(checker.feed, chunks), checker
@@ -132,6 +132,8 @@ def feed_all(chunks: Sequence[str], stops: Sequence[str], include: bool = False)
 def feed_trace(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> list[Step]:
     """Each feed beside what the rule shows at that step (for a failure's table: a new checker, the same chunks)."""
     checker = lab.StopStringChecker(list(stops), include_stop_str_in_output=include)
+    before: str | None
+    answer: str | None
     steps, fed, before, answer = [], "", "", ""
     stopped_at: str | None = None  # the fed text in which a stop first occurs
     for chunk in chunks:
@@ -171,8 +173,8 @@ def fed_stream_problem(chunks: Sequence[str], stops: Sequence[str], shown: Seque
         if due_by_now(fed, stops) is None:
             return stream_problem(fed, stops, False, "".join(shown), checker)
         if total != due_by_now(fed, stops):
-            return f"after {quote(fed)} the text shown must be {quote(due_by_now(fed, stops))}, all but what could " \
-                   "still become a stop"
+            due: Any = due_by_now(fed, stops)  # a str: None was answered just above
+            return f"after {quote(fed)} the text shown must be {quote(due)}, all but what could still become a stop"
     return stream_problem(fed, stops, False, total, checker)
 
 
@@ -242,7 +244,7 @@ BAD_STOPS = {"empty": ([""], ValueError), "one-empty": (["ok", ""], ValueError),
 @pytest.mark.task(1)
 @pytest.mark.parametrize(("stops", "error"), BAD_STOPS.values(), ids=BAD_STOPS.keys())
 def test_truncate_rejects_bad_stops(stops: object, error: type[Exception]) -> None:
-    must_raise(lambda: lab.truncate_at_stop("text", stops), error,  # type: ignore[arg-type]
+    must_raise(lambda: lab.truncate_at_stop("text", stops), error,
                f"truncate_at_stop('text', {stops!r}) (a stop list must be strings, none of them empty)")
 
 
@@ -337,7 +339,7 @@ def test_a_stop_ends_the_reply_and_nothing_stays_held() -> None:
 def test_bad_input_after_a_stop_still_raises() -> None:
     checker = lab.StopStringChecker(["END"])
     checker.feed("done END")
-    must_raise(lambda: checker.feed(None), TypeError, "feed(None) after a stop")  # type: ignore[arg-type]
+    must_raise(lambda: checker.feed(None), TypeError, "feed(None) after a stop")
     assert checker.feed("more") == "", "after a stop, and after a rejected chunk, feed still shows nothing"
 
 
@@ -366,7 +368,7 @@ BAD_CHECKER_STOPS = {"empty": ([""], ValueError), "one-empty": (["a", ""], Value
 @pytest.mark.task(2)
 @pytest.mark.parametrize(("stops", "error"), BAD_CHECKER_STOPS.values(), ids=BAD_CHECKER_STOPS.keys())
 def test_checker_rejects_bad_stops(stops: object, error: type[Exception]) -> None:
-    must_raise(lambda: lab.StopStringChecker(stops), error,  # type: ignore[arg-type]
+    must_raise(lambda: lab.StopStringChecker(stops), error,
                f"StopStringChecker({stops!r}) (a stop list must be strings, none of them empty)")
 
 
@@ -382,7 +384,7 @@ def test_non_str_chunk_raises_and_loses_nothing(bad: object) -> None:
     checker = lab.StopStringChecker(["STOP"])
     shown = [checker.feed("wait ST")]
     held = checker.held_text
-    must_raise(lambda: checker.feed(bad), TypeError, f"feed({bad!r})")  # type: ignore[arg-type]
+    must_raise(lambda: checker.feed(bad), TypeError, f"feed({bad!r})")
     assert checker.held_text == held, (
         f"a rejected chunk must leave the held text alone: it was {quote(held)}, now {quote(checker.held_text)}")
     shown.append(checker.feed("OP"))
@@ -583,7 +585,7 @@ def test_a_token_costs_no_more_than_the_longest_stop_however_many_stops() -> Non
 # Each test checks only what flush adds to what feed left: the held text, whatever it is.
 
 
-def flush_after(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> tuple[str, str, object]:
+def flush_after(chunks: Sequence[str], stops: Sequence[str], include: bool = False) -> tuple[str, str, Any]:
     """Feed ``chunks``, then flush: (held text just before the flush, what flush returned, checker)."""
     _, checker = feed_all(chunks, stops, include)
     held = checker.held_text

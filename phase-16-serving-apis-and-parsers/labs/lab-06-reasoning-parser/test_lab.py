@@ -258,7 +258,7 @@ BAD_TAGS = {"empty": ([""], ValueError, "empty"), "int": ([3], TypeError, "3"),
 @pytest.mark.task(1)
 @pytest.mark.parametrize(("tags", "error", "named"), BAD_TAGS.values(), ids=BAD_TAGS.keys())
 def test_split_reasoning_rejects_bad_tags(tags: object, error: type[Exception], named: str) -> None:
-    raised = must_raise(lambda: lab.split_reasoning("<think>x", implicit_end_tags=tags), error,  # type: ignore[arg-type]
+    raised = must_raise(lambda: lab.split_reasoning("<think>x", implicit_end_tags=tags), error,
                         f"split_reasoning(..., implicit_end_tags={tags!r})")
     assert named in str(raised), f"the error should say what was wrong ({named!r}): {raised}"
 
@@ -409,7 +409,7 @@ def test_non_str_chunk_raises_and_changes_nothing(bad: object) -> None:
     p.feed("<think>plan </thi")
     twin.feed("<think>plan </thi")
     before = (p.held_text, p.in_reasoning)
-    raised = must_raise(lambda: p.feed(bad), TypeError, f"feed({bad!r})")  # type: ignore[arg-type]
+    raised = must_raise(lambda: p.feed(bad), TypeError, f"feed({bad!r})")
     assert type(bad).__name__ in str(raised), f"the error should say what was wrong ({type(bad).__name__}): {raised}"
     assert (p.held_text, p.in_reasoning) == before, "a rejected chunk must leave the parser as it was"
     assert p.feed("nk>done") == twin.feed("nk>done"), "the next good chunk works as if the bad one never came"
@@ -418,7 +418,7 @@ def test_non_str_chunk_raises_and_changes_nothing(bad: object) -> None:
 @pytest.mark.task(2)
 @pytest.mark.parametrize(("tags", "error", "named"), BAD_TAGS.values(), ids=BAD_TAGS.keys())
 def test_parser_rejects_bad_tags(tags: object, error: type[Exception], named: str) -> None:
-    raised = must_raise(lambda: lab.StreamingReasoningParser(implicit_end_tags=tags), error,  # type: ignore[arg-type]
+    raised = must_raise(lambda: lab.StreamingReasoningParser(implicit_end_tags=tags), error,
                         f"StreamingReasoningParser(implicit_end_tags={tags!r})")
     assert named in str(raised), f"the error should say what was wrong ({named!r}): {raised}"
 
@@ -467,7 +467,7 @@ def test_bad_input_after_finish_is_still_named() -> None:
     p = parser()
     p.feed("<think>done")
     p.finish()
-    raised = must_raise(lambda: p.feed(None), TypeError, "feed(None) after finish()")  # type: ignore[arg-type]
+    raised = must_raise(lambda: p.feed(None), TypeError, "feed(None) after finish()")
     assert "NoneType" in str(raised), f"feed(None) is bad input whenever it comes: name it in the error: {raised}"
 
 

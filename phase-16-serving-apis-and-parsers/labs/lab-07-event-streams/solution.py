@@ -103,7 +103,9 @@ class ResponsesEventFormatter(EventFormatter):
         self.output: list[dict[str, Any]] = []  # the items closed so far, as output_item.done sent them
         self.sequence_number = 0  # the next event's number
         self._item: dict[str, Any] | None = None  # the open item, as it will be when it closes
-        self._written = ""  # the open item's text (or arguments) so far
+        # The open item's text (or arguments), delta by delta, joined once when it closes: adding each
+        # delta to one string would copy the whole item so far on every delta (cost growing with the item).
+        self._parts: list[str] = []
 
     def response_object(self, status: str, **fields: Any) -> dict[str, Any]:
         """The ``response`` body the lifecycle events carry. (Given.)"""
@@ -147,7 +149,7 @@ class ResponsesEventFormatter(EventFormatter):
         events = self._open("reasoning")
         item = self._item
         assert item is not None
-        self._written += text
+        self._parts.append(text)
         return [*events, self._emit("response.reasoning_text.delta", item_id=item["id"],
                                     output_index=len(self.output), content_index=0, delta=text)]
 
@@ -155,7 +157,7 @@ class ResponsesEventFormatter(EventFormatter):
         events = self._open("message")
         item = self._item
         assert item is not None
-        self._written += text
+        self._parts.append(text)
         return [*events, self._emit("response.output_text.delta", item_id=item["id"], output_index=len(self.output),
                                     content_index=0, delta=text, logprobs=[])]
 
@@ -166,7 +168,7 @@ class ResponsesEventFormatter(EventFormatter):
         events = self.close()
         index = len(self.output)
         item_id = f"{ID_PREFIXES[kind]}_{self.response_id}_{index}"
-        self._written = ""
+        self._parts = []
         if kind == "reasoning":
             self._item = {"id": item_id, "type": "reasoning", "summary": [], "content": [], "status": "in_progress"}
         elif kind == "message":
@@ -193,7 +195,7 @@ class ResponsesEventFormatter(EventFormatter):
         if item is None:
             return []
         self._item = None
-        index, item_id, kind, whole = len(self.output), item["id"], item["type"], self._written
+        index, item_id, kind, whole = len(self.output), item["id"], item["type"], "".join(self._parts)
         ids = {"item_id": item_id, "output_index": index}
         if kind == "function_call":  # task 2
             events = [self._emit("response.function_call_arguments.done", **ids, arguments=whole)]
@@ -218,7 +220,7 @@ class ResponsesEventFormatter(EventFormatter):
         if item is None or item["type"] != "function_call":
             raise ValueError(f"arguments for call {delta.index} arrived before its name")
         if delta.arguments_fragment:
-            self._written += delta.arguments_fragment
+            self._parts.append(delta.arguments_fragment)
             events.append(self._emit("response.function_call_arguments.delta", item_id=item["id"],
                                      output_index=len(self.output), delta=delta.arguments_fragment))
         return events
@@ -241,7 +243,7 @@ class MessagesEventFormatter(EventFormatter):
 
     def start(self) -> list[Event]:
         """``message_start``: the message, still empty."""
-        message = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model,
+        message: dict[str, Any] = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model,
                    "content": [], "stop_reason": None, "stop_sequence": None,
                    "usage": {"input_tokens": self.input_tokens, "output_tokens": 0}}
         return [{"type": "message_start", "message": message}]

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from openai.lib.streaming.responses._responses import ResponseStreamState
 
 from mini_vllm.labs import load_lab, reference_lab
 from mini_vllm.sandbox import each
+from mini_vllm.sandbox.probes import install as install_probe
 from mini_vllm.testing.events import (
     Violation,
     anthropic_stop_reason,
@@ -75,7 +78,7 @@ CALL_REPLIES: dict[str, tuple[str, dict[str, Any]]] = {
     "cut-args": ("weather", {"max_tokens": 80}),  # ... inside its arguments
 }
 REPLIES = {**TEXT_REPLIES, **CALL_REPLIES}
-BROKEN = ("broken tool", {})  # the model forgets a brace: the pipeline raises mid-reply
+BROKEN: tuple[str, dict[str, Any]] = ("broken tool", {})  # the model forgets a brace: the pipeline raises mid-reply
 
 
 def run_of(name: str, family: str = "byte", k: int = 1) -> ReplyRun:
@@ -96,6 +99,9 @@ def responses_formatter(code: Any = None) -> Any:
 
 def messages_formatter(send_thinking: bool = True, code: Any = None) -> Any:
     return (code or lab).MessagesEventFormatter("msg_test", "mini-vllm", input_tokens=7, send_thinking=send_thinking)
+
+
+NO_EVENTS = "every reply goes out as events (an empty stream is no answer, so it passes no check)"
 
 
 def item_events(formatter: Any, run: ReplyRun) -> tuple[list[dict[str, Any]], list[int]]:
@@ -222,6 +228,7 @@ def test_every_done_carries_exactly_its_deltas() -> None:
         for k in (1, 5):
             run = run_of(name, "spm", k)
             events, step_of = item_events(responses_formatter(), run)
+            assert events, f"{NO_EVENTS}: reply {name!r} sent none"
             no_violations(check_responses(events, lifecycle=False), 1, events, step_of,
                           case_name(name, "spm", k))
 
@@ -231,7 +238,7 @@ def test_sequence_numbers_run_on_across_items() -> None:
     run = run_of("think", "bpe", 2)
     events, step_of = item_events(responses_formatter(), run)
     no_violations(check_responses(events, lifecycle=False), 1, events, step_of, case_name("think", "bpe", 2))
-    numbers = [e.get("sequence_number") for e in events]
+    numbers: list[Any] = [e.get("sequence_number") for e in events]
     assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), (
         f"sequence_number goes up by one per event, across items (never restarted):\n  got      {numbers[:12]}…\n"
         f"  expected {list(range(numbers[0], numbers[0] + 12))}…")
@@ -287,6 +294,7 @@ def test_items_close_with_the_way_the_reply_ended(name: str, statuses: list[str]
 def test_item_events_are_exactly_the_sdk_types() -> None:
     for name in TEXT_REPLIES:
         events, _ = item_events(responses_formatter(), run_of(name, "byte", 3))
+        assert events, f"{NO_EVENTS}: reply {name!r} sent none"
         for i, event in enumerate(events):
             exactly_the_sdk_type("responses", event, f"event {i} of reply {name!r}")
 
@@ -310,7 +318,7 @@ def test_the_openai_sdk_rebuilds_your_message(name: str) -> None:
     state = ResponseStreamState(input_tools=[], text_format=openai_not_given())
     wrapped = around_items(events)  # event 0 is the response.created written here, so yours are 0-based below
     for number, event in enumerate(wrapped):
-        _, rejected = sdk_step(lambda event=event: state.handle_event(sdk_event("responses", event)))
+        _, rejected = sdk_step(lambda event=event: state.handle_event(sdk_event("responses", event)))  # type: ignore[misc]
         if rejected:
             sdk_failure("openai", "ResponseStreamState", wrapped, number - 1, rejected)
     final = state._completed_response
@@ -484,9 +492,100 @@ def test_arguments_before_a_name_are_refused() -> None:
 def test_call_events_are_exactly_the_sdk_types() -> None:
     for name in CALL_REPLIES:
         events, _ = item_events(responses_formatter(), run_of(name, "byte", 3))
+        assert events, f"{NO_EVENTS}: reply {name!r} sent none"
         for i, event in enumerate(events):
             if "function_call" in json.dumps(event):
                 exactly_the_sdk_type("responses", event, f"event {i} of reply {name!r}")
+
+
+# ------------------------------------------------------------------ tasks 1 and 2: a delta's cost
+# A reply can be long (a chapter, a file a tool call writes), and each of its deltas must cost the same at
+# the end of a long item as at its start. Adding each delta to one string copies the whole item so far,
+# every time. The test weighs what each StepOutput's events() call sets aside in memory, even for a moment
+# (Python's own count, tracemalloc: bytes, the same on every run), and a copy of the item so far shows there.
+# That count is taken inside the process that runs your code (mini_vllm/sandbox/probes.py), where code could
+# change it, and nothing outside that process shows the work (a formatter that copies keeps no more memory
+# and sends nothing more). So it is graded where the lab runs in the tests' own process (make test,
+# LAB_SANDBOX=0) and not graded in the grading sandbox, whose scorecard says so.
+NOT_GRADED_IN_THE_SANDBOX = ("it weighs the memory your code sets aside inside its own process, where code can change "
+                             "the count; it still runs there: LAB_SANDBOX=0 .venv/bin/python -m pytest "
+                             "phase-16-serving-apis-and-parsers/labs/lab-07-event-streams -k cost")
+LONG_ITEM = 40_000  # characters in the long item, sent 1 to 8 at a time (about 9,000 StepOutputs)
+GROWTH_ALLOWED = 1.5  # a later tenth's bytes per delta, against the first tenth's
+SLACK_BYTES = 64  # per delta: a number past 256 is an object of its own (sequence_number grows)
+
+
+def long_item(kind: str) -> tuple[list[Any], str]:
+    """StepOutputs that write one long item of ``kind`` (message, reasoning or arguments), and its whole text."""
+    step_output, tool_call_delta, _ = value_types()
+    pattern = 'Il fait 18 °C à Paris, "clair". 東京は晴れ。🚀 {"k": [1]} \\ '
+    text = (pattern * (LONG_ITEM // len(pattern) + 1))[:LONG_ITEM]
+    if kind == "arguments":
+        text = json.dumps({"path": "notes.md", "content": text}, ensure_ascii=False)
+    draw, pieces, start = random.Random(7), [], 0
+    while start < len(text):
+        size = draw.randint(1, 8)
+        pieces.append(text[start : start + size])
+        start += size
+    if kind == "message":
+        return [step_output(text=piece) for piece in pieces], text
+    if kind == "reasoning":
+        return [step_output(reasoning=piece) for piece in pieces], text
+    return [step_output(tool_call_deltas=[tool_call_delta(0, "write_file" if number == 0 else None, piece)])
+            for number, piece in enumerate(pieces)], text
+
+
+def check_cost_per_delta(kind: str) -> None:
+    steps, text = long_item(kind)
+    tenth = len(steps) // 10
+    formatter = responses_formatter()
+    meter = install_probe(lab, "AllocationMeter")  # Python's allocation count, in this process
+    try:
+        weights: list[int] = []
+        sent: list[str] = []
+        for step in steps:
+            events, weight = meter.measure(functools.partial(formatter.events, step))
+            weights.append(weight)
+            sent += [event.get("delta") for event in events if event["type"].endswith(".delta")]
+            if len(weights) % tenth == 0 and len(weights) > tenth:  # checked as it goes: a copy fails in seconds
+                fed = sum(len(s.text or s.reasoning or s.tool_call_deltas[0].arguments_fragment)
+                          for s in steps[: len(weights)])
+                assert "".join(sent) == text[:fed], (
+                    f"the {kind} item's deltas must be its text as written (the count only means something for "
+                    f"a formatter that is right): after {len(weights):,} StepOutputs they do not join up to the "
+                    f"first {fed:,} characters")
+                first = sum(weights[:tenth]) / tenth
+                latest = sum(weights[-tenth:]) / tenth
+                assert latest <= GROWTH_ALLOWED * first + SLACK_BYTES, (
+                    f"each delta must cost the same at the end of a long item as at its start: after {fed:,} "
+                    f"characters of one {kind} item, each StepOutput's events() set aside {latest:,.0f} bytes on "
+                    f"average ({latest / first:.1f}x the first tenth's {first:,.0f}; at most {GROWTH_ALLOWED}x "
+                    f"allowed, plus {SLACK_BYTES}). Adding each delta to the text so far copies the whole item on "
+                    f"every delta: keep the deltas as they come and join them once, when the item closes")
+        closing = formatter.close()
+    finally:
+        meter.undo()
+    done = [event.get("arguments", event.get("text")) for event in closing if event["type"].endswith(".done")]
+    assert done and done[0] == text, (
+        f"an item's first .done event carries its whole text, every delta joined: the long {kind} item has "
+        f"{len(text):,} characters, and closing it sent {[len(d) if isinstance(d, str) else d for d in done[:1]]}")
+
+
+@pytest.mark.task(1)
+@pytest.mark.in_process_only(NOT_GRADED_IN_THE_SANDBOX)
+@pytest.mark.parametrize("kind", ["message", "reasoning"])
+def test_a_delta_costs_the_same_at_the_end_of_a_long_item(kind: str) -> None:
+    if not isinstance(lab, ModuleType):
+        pytest.skip(f"not graded in the grading sandbox: {NOT_GRADED_IN_THE_SANDBOX}")
+    check_cost_per_delta(kind)
+
+
+@pytest.mark.task(2)
+@pytest.mark.in_process_only(NOT_GRADED_IN_THE_SANDBOX)
+def test_an_arguments_delta_costs_the_same_at_the_end_of_a_long_call() -> None:
+    if not isinstance(lab, ModuleType):
+        pytest.skip(f"not graded in the grading sandbox: {NOT_GRADED_IN_THE_SANDBOX}")
+    check_cost_per_delta("arguments")
 
 
 # ------------------------------------------------------------------ task 3: the Responses lifecycle
@@ -680,14 +779,16 @@ def test_blocks_follow_the_grammar_for_any_reply(drawn: TextRun, send_thinking: 
 def test_block_events_are_exactly_the_sdk_types() -> None:
     for name in REPLIES:
         events, _ = item_events(messages_formatter(), run_of(name, "byte", 3))
+        assert events, f"{NO_EVENTS}: reply {name!r} sent none"
         for i, event in enumerate(events):
             exactly_the_sdk_type("messages", event, f"event {i} of reply {name!r}")
 
 
 def around_blocks(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Your blocks between a message_start and a message_stop written here, for the SDK's accumulator."""
-    message = {"id": "msg_test", "type": "message", "role": "assistant", "model": "mini-vllm", "content": [],
-               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 7, "output_tokens": 0}}
+    message: dict[str, Any] = {
+        "id": "msg_test", "type": "message", "role": "assistant", "model": "mini-vllm", "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 7, "output_tokens": 0}}
     return [{"type": "message_start", "message": message}, *events,
             {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
              "usage": {"output_tokens": 1}}, {"type": "message_stop"}]
@@ -909,7 +1010,7 @@ def test_text_before_the_open_calls_fragment_loses_it() -> None:
 def test_content_index_counting_deltas_breaks_the_openai_sdk() -> None:
     """The bug is real: the SDK's accumulator looks the part up by content_index, and trips."""
     state = ResponseStreamState(input_tools=[], text_format=openai_not_given())
-    failure: Callable[[], None] = lambda: [state.handle_event(sdk_event("responses", e))  # noqa: E731
+    failure: Callable[[], object] = lambda: [state.handle_event(sdk_event("responses", e))  # noqa: E731
                                            for e in around_items(naive_item_events(run_of("plain")))]
     with pytest.raises(IndexError):
         failure()

@@ -9,7 +9,6 @@ to (task 3), all masks at once (task 4), and which token to sample (task 5).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,13 +23,15 @@ from mini_vllm.labtypes.lab08 import (
     CharAutomaton,
     IndexStats,
     TokenRejected,
+    TokenTrie,
     Vocabulary,
 )
 
 __all__ = [
     "CONSTRAINED", "DEAD", "DONE", "THINKING", "THINK_END", "TOOL_CALL_START", "ByteAutomaton", "CharAutomaton",
     "GrammarCursor",
-    "IndexStats", "StructuredSampler", "TokenIndex", "TokenMasker", "TokenRejected", "Vocabulary", "lift_to_bytes",
+    "IndexStats", "StructuredSampler", "TokenIndex", "TokenMasker", "TokenRejected", "TokenTrie", "Vocabulary",
+    "lift_to_bytes",
     "utf8_sequences",
 ]
 
@@ -121,63 +122,13 @@ def lift_to_bytes(chars: CharAutomaton) -> ByteAutomaton:
 # --------------------------------------------------------------------- task 2: the token mask
 
 
-@dataclass(frozen=True)
-class _Trie:
-    """The vocabulary's byte strings as one flat array in preorder (llguidance's toktrie is laid out the same way).
-
-    Node 0 is the empty prefix. Below node ``i`` lie exactly nodes ``i + 1 .. skip[i] - 1``, so a
-    walk goes down by moving to the next node and leaves a dead prefix with one jump to ``skip[i]``:
-    no dicts of children, no stack of nodes to visit.
-    """
-
-    byte: list[int]  # the last byte of each node's prefix (node 0 has none)
-    depth: list[int]  # the prefix's length
-    skip: list[int]  # the first node after this one's subtree
-    ending: list[tuple[int, ...]]  # the tokens whose bytes are exactly this prefix
-    height: int  # the longest token
-
-
-def _common_prefix(a: bytes, b: bytes) -> int:
-    size = 0
-    for x, y in zip(a, b, strict=False):  # up to the shorter one
-        if x != y:
-            break
-        size += 1
-    return size
-
-
-def _build_trie(tokens: Sequence[bytes | None]) -> _Trie:
-    """The trie of every ordinary token. Sorted byte strings list the prefixes in preorder, children in byte order."""
-    by_bytes: dict[bytes, list[int]] = {}
-    for token_id, data in enumerate(tokens):
-        if data is not None:
-            by_bytes.setdefault(data, []).append(token_id)
-    byte, depth, ending = [0], [0], [tuple(by_bytes.pop(b"", ()))]
-    previous = b""
-    for data in sorted(by_bytes):
-        for position in range(_common_prefix(previous, data), len(data)):  # the nodes the previous path lacks
-            byte.append(data[position])
-            depth.append(position + 1)
-            ending.append(())
-        ending[-1] = tuple(by_bytes[data])
-        previous = data
-    skip = [len(byte)] * len(byte)
-    open_nodes: list[int] = []  # the path to the current node: each closes when a node no deeper arrives
-    for node, level in enumerate(depth):
-        while open_nodes and depth[open_nodes[-1]] >= level:
-            skip[open_nodes.pop()] = node
-        open_nodes.append(node)
-    return _Trie(byte, depth, skip, ending, max(depth))
-
-
 class TokenMasker:
     """The tokens allowed at an automaton state: those whose whole byte string it can read."""
 
-    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary) -> None:
+    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary, trie: TokenTrie) -> None:
         self.automaton = automaton
         self.vocab = vocab
-        # Built once, here: for Tekken it takes a noticeable fraction of a second, and the first mask should not pay it.
-        self._trie = _build_trie(vocab.tokens)
+        self.trie = trie  # the vocabulary's, given: built once and shared by every grammar
 
     def scan(self, state: int) -> list[int]:
         """The plain way: walk every token's bytes from ``state``."""
@@ -201,7 +152,7 @@ class TokenMasker:
 
     def _pruned_walk(self, state: int) -> tuple[list[int], int]:
         """(the mask at ``state``, the automaton steps it took): one step per child of each readable prefix."""
-        trie, step = self._trie, self.automaton.step
+        trie, step = self.trie, self.automaton.step
         byte, depth, skip, ending = trie.byte, trie.depth, trie.skip, trie.ending
         reached = [state] * (trie.height + 1)  # reached[d]: the state after the current prefix's first d bytes
         allowed = list(ending[0])
@@ -254,7 +205,7 @@ class GrammarCursor:
     def advance(self, token_id: int) -> None:
         """Consume one sampled token, or raise TokenRejected and change nothing."""
         if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < len(self.vocab):
-            raise TokenRejected(token_id, self.state, "not a token id of this vocabulary")  # type: ignore[arg-type]
+            raise TokenRejected(token_id, self.state, "not a token id of this vocabulary")
         if self.finished:
             raise TokenRejected(token_id, self.state, "the output already ended with EOS")
         if token_id == self.vocab.eos_token_id:
@@ -280,8 +231,8 @@ class GrammarCursor:
 class TokenIndex:
     """Every state's mask, computed once: a step of decoding is then a lookup."""
 
-    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary) -> None:
-        masker = TokenMasker(automaton, vocab)
+    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary, trie: TokenTrie) -> None:
+        masker = TokenMasker(automaton, vocab, trie)
         distinct: dict[tuple[int, ...], list[int]] = {}
         self._masks: list[list[int]] = []
         steps = 0
@@ -324,7 +275,7 @@ class StructuredSampler:
         self.state = automaton.start
         self._tail = b""  # the thought's last bytes: a tag may arrive split over tokens
         self._tail_size = max(len(THINK_END), len(implicit_end or b"")) - 1
-        self._ordinary = np.array([i for i, data in enumerate(vocab.tokens) if data is not None], dtype=np.int64)
+        self._ordinary = _ordinary_ids(vocab)
         self._arrays: dict[int, np.ndarray] = {}  # each state's mask as an array, made on the state's first visit
 
     def choose(self, scores: Sequence[float]) -> int:
@@ -378,6 +329,22 @@ class StructuredSampler:
             if state == DEAD:
                 break
         return state
+
+
+_ORDINARY: dict[int, tuple[Vocabulary, np.ndarray]] = {}
+
+
+def _ordinary_ids(vocab: Vocabulary) -> np.ndarray:
+    """The ids of ``vocab``'s ordinary tokens, once per vocabulary: a server makes a sampler per reply, and on
+    Tekken the list of 131,072 ids took tens of milliseconds each time."""
+    found = _ORDINARY.get(id(vocab))
+    if found is None or found[0] is not vocab:
+        ids = np.array([i for i, data in enumerate(vocab.tokens) if data is not None], dtype=np.int64)
+        ids.flags.writeable = False  # shared by every sampler over this vocabulary
+        found = _ORDINARY[id(vocab)] = (vocab, ids)  # the vocabulary is kept too: its id is never reused meanwhile
+        while len(_ORDINARY) > 8:
+            del _ORDINARY[next(iter(_ORDINARY))]
+    return found[1]
 
 
 def _best(ids: np.ndarray, scores: np.ndarray) -> int:

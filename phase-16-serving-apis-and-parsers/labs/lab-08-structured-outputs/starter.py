@@ -20,13 +20,15 @@ from mini_vllm.labtypes.lab08 import (
     CharAutomaton,
     IndexStats,
     TokenRejected,
+    TokenTrie,
     Vocabulary,
 )
 
 __all__ = [
     "CONSTRAINED", "DEAD", "DONE", "THINKING", "THINK_END", "TOOL_CALL_START", "ByteAutomaton", "CharAutomaton",
     "GrammarCursor",
-    "IndexStats", "StructuredSampler", "TokenIndex", "TokenMasker", "TokenRejected", "Vocabulary", "lift_to_bytes",
+    "IndexStats", "StructuredSampler", "TokenIndex", "TokenMasker", "TokenRejected", "TokenTrie", "Vocabulary",
+    "lift_to_bytes",
     "utf8_sequences",
 ]
 
@@ -64,10 +66,10 @@ class TokenMasker:
     Read the automaton through ``step`` and ``is_accepting`` only (the tests count the steps).
     """
 
-    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary) -> None:
+    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary, trie: TokenTrie) -> None:
         self.automaton = automaton
         self.vocab = vocab
-        # Build the byte trie `mask` walks here, once (README, task 2).
+        self.trie = trie  # the vocabulary's byte trie, given (flat, in preorder): `mask` walks it (README, task 2)
 
     def scan(self, state: int) -> list[int]:
         """The plain way: walk every token's bytes from ``state``. Sorted ids, EOS when accepting."""
@@ -105,7 +107,7 @@ class TokenIndex:
     Set ``self.stats`` to an ``IndexStats`` (states indexed, ids stored, automaton steps taken).
     """
 
-    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary) -> None:
+    def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary, trie: TokenTrie) -> None:
         raise NotImplementedError("lab-08 task 4: implement TokenIndex.__init__ — see README, 'Your task'")
 
     def allowed(self, state: int) -> list[int]:

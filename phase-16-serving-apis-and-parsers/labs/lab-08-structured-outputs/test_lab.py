@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from mini_vllm import load_tokenizer
 from mini_vllm.grammars.grammar import regex_to_chars, schema_to_regex
 from mini_vllm.labs import load_lab
-from mini_vllm.labtypes.lab08 import DEAD, ByteAutomaton, CharAutomaton, TokenRejected, Vocabulary
+from mini_vllm.labtypes.lab08 import DEAD, ByteAutomaton, CharAutomaton, TokenRejected, Vocabulary, token_trie
 from mini_vllm.sandbox.probes import install as install_probe
 from mini_vllm.testing import recorded
 from mini_vllm.testing.expect import must_raise
@@ -255,7 +255,7 @@ def random_walk_trace(family: str, regex: str, steps: int, seed: int,
     """
     vocab = family_vocabulary(family)
     automaton = oracle_automaton(regex)
-    masker = lab.TokenMasker(automaton, vocab)
+    masker = lab.TokenMasker(automaton, vocab, token_trie(vocab))
     first = getattr(masker, mask_of)(automaton.start)  # before the oracles are built: a stub fails at once
     outlines, guidance = OutlinesOracle(regex, vocab), GuidanceOracle(regex, vocab)
     rng, state, table, output = random.Random(seed), automaton.start, [], b""
@@ -309,7 +309,7 @@ def test_tekken_byte_tokens_can_spell_an_emoji() -> None:
     vocab = family_vocabulary("tekken")
     regex = regex_of("const")  # "東京🫨"
     automaton = oracle_automaton(regex)
-    masker = lab.TokenMasker(automaton, vocab)
+    masker = lab.TokenMasker(automaton, vocab, token_trie(vocab))
     state = walk(automaton, automaton.start, '"東京'.encode())
     ids = tekken.encode("🫨")
     assert [vocab.tokens[i] for i in ids] == [b"\xf0", b"\x9f", b"\xab", b"\xa8"], "Tekken splits 🫨 in four bytes"
@@ -327,7 +327,7 @@ def test_after_a_lead_byte_only_continuations_are_allowed() -> None:
     regex = regex_of("weather")
     automaton = oracle_automaton(regex)
     state = walk(automaton, automaton.start, b'{"city": "\xf0\x9f')  # inside a string, after F0 9F
-    mine, want = lab.TokenMasker(automaton, vocab).mask(state), oracle_mask(regex, "bpe", state)
+    mine, want = lab.TokenMasker(automaton, vocab, token_trie(vocab)).mask(state), oracle_mask(regex, "bpe", state)
     assert mine == want, (
         f"after F0 9F only tokens that go on with continuation bytes (and finish the character) are allowed: "
         f"{mask_difference(mine, want, vocab)}")
@@ -338,7 +338,7 @@ def test_after_a_lead_byte_only_continuations_are_allowed() -> None:
 def test_eos_exactly_when_accepting(family: str) -> None:
     vocab = family_vocabulary(family)
     automaton = oracle_automaton(regex_of("weather"))
-    masker = lab.TokenMasker(automaton, vocab)
+    masker = lab.TokenMasker(automaton, vocab, token_trie(vocab))
     wrong = [state for state in range(automaton.num_states)
              if (vocab.eos_token_id in masker.mask(state)) != automaton.is_accepting(state)]
     assert not wrong, (f"EOS ends the output, so it is allowed exactly in accepting states: wrong in states "
@@ -358,7 +358,7 @@ LOW_EOS = Vocabulary(tokens=[None, b"ab", b"a\n", b"\x00", b"\n", b"a", None, b"
 @pytest.mark.parametrize("method", ["scan", "mask"])
 def test_masks_are_sorted_ids_with_eos_in_its_place(method: str) -> None:
     """EOS is an id like any other: in an accepting state it sits in the sorted list where its id falls."""
-    masker = lab.TokenMasker(no_newline_automaton(), LOW_EOS)
+    masker = lab.TokenMasker(no_newline_automaton(), LOW_EOS, token_trie(LOW_EOS))
     got = getattr(masker, method)(0)
     readable = [i for i, t in enumerate(LOW_EOS.tokens) if t is not None and b"\n" not in t]
     want = sorted([LOW_EOS.eos_token_id, *readable])
@@ -376,7 +376,7 @@ def test_trie_walk_prunes_dead_prefixes(name: str) -> None:
     automaton = oracle_automaton(regex_of(name))
     for state in range(0, automaton.num_states, 3):
         counting = CountingAutomaton(automaton)
-        mine = lab.TokenMasker(counting, vocab).mask(state)
+        mine = lab.TokenMasker(counting, vocab, token_trie(vocab)).mask(state)
         budget = trie_steps(automaton, vocab, state)
         assert mine == oracle_mask(regex_of(name), "bpe", state), f"state {state}: the mask itself is wrong"
         assert counting.steps <= budget, (
@@ -475,7 +475,8 @@ def test_nothing_follows_eos() -> None:
     the_cursor.advance(vocab.eos_token_id)
     before = (the_cursor.state, the_cursor.pending, the_cursor.finished)
     for token in (vocab.eos_token_id, next(i for i, t in enumerate(vocab.tokens) if t == b" ")):
-        error = must_raise(lambda t=token: the_cursor.advance(t), TokenRejected, f"advance({token}) after EOS")
+        error = must_raise(lambda t=token: the_cursor.advance(t), TokenRejected,  # type: ignore[misc]
+                           f"advance({token}) after EOS")
         assert str(token) in str(error), f"the error must name the refused token {token}: {error}"
     assert (the_cursor.state, the_cursor.pending, the_cursor.finished) == before, (
         "after EOS the output is over: every later token is refused, and the cursor stays as it was")
@@ -547,7 +548,7 @@ def test_advance_follows_the_automaton_on_random_walks(seed: int) -> None:
 def test_index_equals_the_definition_at_every_state(name: str) -> None:
     vocab = family_vocabulary("bpe")
     automaton = oracle_automaton(regex_of(name))
-    index = lab.TokenIndex(automaton, vocab)
+    index = lab.TokenIndex(automaton, vocab, token_trie(vocab))
     for state in range(automaton.num_states):
         mine, want = list(index.allowed(state)), oracle_mask(regex_of(name), "bpe", state)
         assert mine == want, (f"schema {name!r}, state {state}: the index holds each state's mask; "
@@ -559,7 +560,7 @@ def test_index_on_tekken_equals_outlines_core() -> None:
     """The whole 131,072-token vocabulary: every state the oracle's walk visits."""
     vocab, regex = family_vocabulary("tekken"), regex_of("const")
     automaton = oracle_automaton(regex)
-    index = lab.TokenIndex(automaton, vocab)
+    index = lab.TokenIndex(automaton, vocab, token_trie(vocab))
     outlines = OutlinesOracle(regex, vocab)
     state = automaton.start
     for token in load_tokenizer("tekken").encode('"東京🫨"'):
@@ -574,7 +575,7 @@ def test_index_counts_its_build_work_and_size() -> None:
     vocab = family_vocabulary("bpe")
     automaton = oracle_automaton(regex_of("two-byte-only"))  # small: in the grading sandbox every step is served
     counting = CountingAutomaton(automaton)
-    index = lab.TokenIndex(counting, vocab)
+    index = lab.TokenIndex(counting, vocab, token_trie(vocab))
     budget = sum(trie_steps(automaton, vocab, s) for s in range(automaton.num_states))
     stats = index.stats
     assert stats.states == automaton.num_states, f"stats.states is the number of states indexed: {stats.states}"
@@ -598,7 +599,8 @@ def lowercase_vocabulary() -> Vocabulary:
     """
     words = [bytes(letters) for size in (2, 3) for letters in itertools.product(range(ord("a"), ord("z") + 1),
                                                                                 repeat=size)]
-    tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + words + [b'", "', None]
+    tokens: list[bytes | None] = [bytes([b]) for b in range(256)]
+    tokens += [*words, b'", "', None]
     return Vocabulary(tokens=tokens, eos_token_id=len(tokens) - 1)
 
 
@@ -612,7 +614,7 @@ def test_index_stores_each_distinct_mask_once() -> None:
     vocab = lowercase_vocabulary()
     automaton = oracle_automaton(r'\["[a-z]*"(, "[a-z]*"){' + str(STRINGS_IN_A_ROW - 1) + r'}\]')
     if isinstance(lab, ModuleType):  # here, in the tests' own process: count the integers the index holds
-        index = lab.TokenIndex(automaton, vocab)
+        index = lab.TokenIndex(automaton, vocab, token_trie(vocab))
         masks = [index.allowed(s) for s in range(automaton.num_states)]
         distinct = {tuple(m) for m in masks}
         shared = sum(len(m) for m in distinct)
@@ -628,7 +630,7 @@ def test_index_stores_each_distinct_mask_once() -> None:
     # imported (so nothing your code sets aside early and gives back later hides what it keeps), with the
     # index built and every state's mask read (a mask copied when it is first asked for counts too).
     lab.restart()
-    index = lab.TokenIndex(automaton, vocab)
+    index = lab.TokenIndex(automaton, vocab, token_trie(vocab))
     masks = [list(index.allowed(s)) for s in range(automaton.num_states)]
     held = lab.memory_in_use()
     distinct = {tuple(m) for m in masks}
@@ -812,6 +814,7 @@ def test_a_refused_byte_ends_the_walk_of_a_thoughts_rest() -> None:
 def test_unconstrained_toy_model_breaks_the_schema() -> None:
     """Greedy over the same scores, no mask: the model's chatty reply is not JSON at all."""
     bpe = load_tokenizer("bpe")
+    ids: list[int]
     model, ids = ToyModel(bpe), []
     for _ in range(300):
         scores = model.scores("the weather in Tokyo as json, please", ids)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Sequence
 from typing import Any, Protocol
 
-from mini_vllm.labtypes.lab08 import Vocabulary
+from mini_vllm.labtypes.lab08 import TokenTrie, Vocabulary
 from mini_vllm.labtypes.lab09 import DEAD, Grammar, Lexeme, Mark, Rule, Split
 
 __all__ = [
@@ -28,6 +27,7 @@ __all__ = [
     "Rule",
     "Split",
     "SplitMasker",
+    "TokenTrie",
     "TrieMasker",
     "Vocabulary",
 ]
@@ -201,92 +201,34 @@ class ByteMatcher:
 # --------------------------------------------------------------------- task 3: the mask by a trie walk
 
 
-class _Trie:
-    """The vocabulary's byte strings as a tree: node 0 is the empty prefix."""
-
-    def __init__(self, tokens: Sequence[bytes | None]) -> None:
-        edges: list[dict[int, int]] = [{}]
-        self.ending: list[list[int]] = [[]]  # the tokens whose bytes end exactly at each node
-        self.parent: list[int] = [0]
-        self.byte: list[int] = [0]  # the byte on the edge from the parent
-        for token_id, data in enumerate(tokens):
-            if data is None:
-                continue
-            node = 0
-            for byte in data:
-                child = edges[node].get(byte)
-                if child is None:
-                    child = edges[node][byte] = len(edges)
-                    edges.append({})
-                    self.ending.append([])
-                    self.parent.append(node)
-                    self.byte.append(byte)
-                node = child
-            self.ending[node].append(token_id)
-        self.children = [sorted(e.items()) for e in edges]
-        self._spans: list[tuple[int, int]] | None = None
-        self._in_order: list[int] = []
-
-    def path(self, node: int, above: int) -> bytes:
-        """The bytes from node ``above`` down to ``node``, which lies under it."""
-        out = []
-        while node != above:
-            out.append(self.byte[node])
-            node = self.parent[node]
-        return bytes(reversed(out))
-
-    def below(self, node: int) -> list[int]:
-        """Every token at ``node`` or under it: one slice of the tokens listed in depth-first order."""
-        if self._spans is None:
-            self._number()
-        assert self._spans is not None
-        lo, hi = self._spans[node]
-        return self._in_order[lo:hi]
-
-    def _number(self) -> None:
-        """List the tokens depth first, so that each subtree's tokens lie side by side (done once, when first asked)."""
-        spans = [(0, 0)] * len(self.children)
-        in_order: list[int] = []
-        stack: list[tuple[int, bool]] = [(0, False)]
-        starts = [0] * len(self.children)
-        while stack:
-            node, done = stack.pop()
-            if done:
-                spans[node] = (starts[node], len(in_order))
-                continue
-            starts[node] = len(in_order)
-            in_order.extend(self.ending[node])
-            stack.append((node, True))
-            stack.extend((child, False) for _, child in reversed(self.children[node]))
-        self._spans, self._in_order = spans, in_order
-
-
 class TrieMasker:
     """The mask at a matcher's state: every token whose bytes it can read, EOS when it can end."""
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary, trie: TokenTrie) -> None:
         self.vocab = vocab
-        self._trie = _Trie(vocab.tokens)  # built once: for Tekken a second of Python
+        self.trie = trie  # the vocabulary's, given: built once and shared by every grammar
 
     def mask(self, matcher: Any) -> list[int]:
         """A trie walk from the matcher's state: a refused byte skips its subtree; the matcher ends as it began."""
         allowed: list[int] = []
-        _walk(self._trie, matcher, 0, allowed)
+        _walk(self.trie, matcher, 0, allowed)
         if matcher.can_end():
             allowed.append(self.vocab.eos_token_id)
         return sorted(allowed)
 
 
-def _walk(trie: _Trie, matcher: Any, node: int, allowed: list[int]) -> None:
+def _walk(trie: TokenTrie, matcher: Any, node: int, allowed: list[int]) -> None:
     """Add every token under ``node`` whose remaining bytes the matcher takes; leave the matcher as it was."""
     mark = matcher.checkpoint()
-    for byte, child in trie.children[node]:
-        if not matcher.feed(byte):
-            continue  # pruned: no token under this prefix can be read (and a refused feed changed nothing)
-        allowed.extend(trie.ending[child])
-        if trie.children[child]:
-            _walk(trie, matcher, child, allowed)
-        matcher.rollback(mark)  # back to this node's state before the next byte
+    byte, skip, ending = trie.byte, trie.skip, trie.ending
+    child, end = node + 1, skip[node]
+    while child < end:  # the children in byte order: each next one lies past the previous one's subtree
+        if matcher.feed(byte[child]):  # else pruned: no token under this prefix (and a refused feed changed nothing)
+            allowed.extend(ending[child])
+            if skip[child] > child + 1:
+                _walk(trie, matcher, child, allowed)
+            matcher.rollback(mark)  # back to this node's state before the next byte
+        child = skip[child]
 
 
 # --------------------------------------------------------------------- task 4: what the lexer alone decides
@@ -305,11 +247,11 @@ class LexerCache:
     as cacheable as what it decides from the root (keyed by both).
     """
 
-    def __init__(self, grammar: Grammar, vocab: Vocabulary) -> None:
+    def __init__(self, grammar: Grammar, vocab: Vocabulary, trie: TokenTrie) -> None:
         self.grammar = grammar
         self.vocab = vocab
         self._automata = [lexeme.automaton for lexeme in grammar.lexemes]
-        self.trie = self._trie = _Trie(vocab.tokens)
+        self.trie = trie  # the vocabulary's, given: a new grammar costs its own size, not the vocabulary's
         self._splits: dict[tuple[LexerState, int], tuple[Split, Boundary]] = {}
 
     def split(self, lexer_state: LexerState) -> Split:
@@ -325,7 +267,8 @@ class LexerCache:
         return found
 
     def _compute(self, lexer_state: LexerState, root: int) -> tuple[Split, Boundary]:
-        children, ending, automata = self._trie.children, self._trie.ending, self._automata
+        trie, automata = self.trie, self._automata
+        bytes_of, skip, ending = trie.byte, trie.skip, trie.ending
         allowed: list[int] = []
         undecided: list[int] = []
         boundary: Boundary = []
@@ -334,20 +277,23 @@ class LexerCache:
             node, here = stack.pop()
             complete: bool | None = None
             ends_here: list[tuple[int, int]] = []
-            for byte, child in children[node]:
+            child, end = node + 1, skip[node]
+            while child < end:  # the children in byte order
+                byte, after = bytes_of[child], skip[child]
                 there = tuple((x, t) for x, s in here if (t := automata[x].step(s, byte)) != DEAD)
                 if there:  # the byte goes on inside the lexeme: no parser needed
                     allowed.extend(ending[child])
-                    if children[child]:
+                    if after > child + 1:
                         stack.append((child, there))
-                    continue
-                if complete is None:
-                    complete = any(automata[x].is_accepting(s) for x, s in here)
-                if complete:  # the lexeme would end before this byte: what follows is the parser's to judge
-                    undecided.extend(self._trie.below(child))
-                    ends_here.append((byte, child))
+                elif complete is None or complete:
+                    if complete is None:
+                        complete = any(automata[x].is_accepting(s) for x, s in here)
+                    if complete:  # the lexeme would end before this byte: what follows is the parser's to judge
+                        undecided.extend(trie.tokens_below(child))
+                        ends_here.append((byte, child))
+                child = after
             if ends_here:
-                boundary.append((self._trie.path(node, above=root), ends_here))
+                boundary.append((trie.path(node, above=root), ends_here))
         return Split(_laid_out(sorted(allowed)), tuple(sorted(undecided))), boundary
 
 
@@ -355,9 +301,9 @@ class SplitMasker:
     """The mask from the split: the lexer's allowed tokens as they are; where a lexeme ends the parser takes the
     byte, and below it the next lexeme's split (cached in turn, under that trie node) decides the rest."""
 
-    def __init__(self, grammar: Grammar, vocab: Vocabulary) -> None:
+    def __init__(self, grammar: Grammar, vocab: Vocabulary, trie: TokenTrie) -> None:
         self.vocab = vocab
-        self.cache = LexerCache(grammar, vocab)
+        self.cache = LexerCache(grammar, vocab, trie)
 
     def mask(self, matcher: Any) -> list[int]:
         split, boundary = self.cache._entry(tuple(matcher.lexer_state), 0)
@@ -369,7 +315,7 @@ class SplitMasker:
 
     def _add_past(self, matcher: Any, boundary: Boundary, checked: list[int]) -> None:
         """Add every token past ``boundary`` that the matcher reads to its last byte; leave the matcher as it was."""
-        ending, children = self.cache.trie.ending, self.cache.trie.children
+        ending, skip = self.cache.trie.ending, self.cache.trie.skip
         mark = matcher.checkpoint()
         for inside, edges in boundary:
             if all(matcher.feed(byte) for byte in inside):  # still inside the lexeme: the lexer alone takes these
@@ -378,7 +324,7 @@ class SplitMasker:
                     if not matcher.feed(byte):  # the parser refused the lexeme's end here (and nothing changed)
                         continue
                     checked.extend(ending[node])
-                    if children[node]:  # the rest of these tokens: the new lexeme's split under this node
+                    if skip[node] > node + 1:  # the rest of these tokens: the new lexeme's split under this node
                         split, below = self.cache._entry(tuple(matcher.lexer_state), node)
                         checked.extend(split.allowed)
                         self._add_past(matcher, below, checked)

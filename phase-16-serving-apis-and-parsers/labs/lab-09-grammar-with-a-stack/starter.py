@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from mini_vllm.labtypes.lab08 import Vocabulary
+from mini_vllm.labtypes.lab08 import TokenTrie, Vocabulary
 from mini_vllm.labtypes.lab09 import DEAD, Grammar, Lexeme, Mark, Rule, Split
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "Rule",
     "Split",
     "SplitMasker",
+    "TokenTrie",
     "TrieMasker",
     "Vocabulary",
 ]
@@ -101,9 +102,9 @@ class ByteMatcher:
 
 
 class TrieMasker:
-    """The mask at a matcher's state, by a walk over a trie of the vocabulary."""
+    """The mask at a matcher's state, by a walk over the vocabulary's trie (given: ``trie``, flat in preorder)."""
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary, trie: TokenTrie) -> None:
         raise NotImplementedError("lab-09 task 3: implement TrieMasker — see README, 'Your task'")
 
     def mask(self, matcher: Any) -> list[int]:
@@ -117,7 +118,7 @@ class TrieMasker:
 class LexerCache:
     """For a lexer state: the tokens the lexer alone allows, and those the parser must decide."""
 
-    def __init__(self, grammar: Grammar, vocab: Vocabulary) -> None:
+    def __init__(self, grammar: Grammar, vocab: Vocabulary, trie: TokenTrie) -> None:
         raise NotImplementedError("lab-09 task 4: implement LexerCache — see README, 'Your task'")
 
     def split(self, lexer_state: LexerState) -> Split:
@@ -128,7 +129,7 @@ class LexerCache:
 class SplitMasker:
     """The mask from the split: the lexer's allowed tokens as they are, the undecided ones checked by the matcher."""
 
-    def __init__(self, grammar: Grammar, vocab: Vocabulary) -> None:
+    def __init__(self, grammar: Grammar, vocab: Vocabulary, trie: TokenTrie) -> None:
         raise NotImplementedError("lab-09 task 4: implement SplitMasker — see README, 'Your task'")
 
     def mask(self, matcher: Any) -> list[int]:

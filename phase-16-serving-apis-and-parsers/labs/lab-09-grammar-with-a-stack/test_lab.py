@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from mini_vllm import load_tokenizer
 from mini_vllm.grammars.stack_grammar import JSON_OBJECT, grammar_size, lexeme_automaton, schema_to_grammar
 from mini_vllm.labs import load_lab
+from mini_vllm.labtypes.lab08 import token_trie
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
 from mini_vllm.testing.masks import mask_difference, mask_text
 from mini_vllm.testing.stack import (
@@ -66,7 +67,7 @@ THREAD: dict[str, Any] = {  # a comment thread through $defs, with anyOf of dist
         "text": {"type": "string", "maxLength": 5}, "score": {"type": "number"},
         "reply": {"anyOf": [{"$ref": "#/$defs/comment"}, {"type": "null"}]}}, "required": ["text", "reply"]}},
 }
-KINDS: dict[str, dict[str, Any]] = {  # an integer and a number in one object: their lexemes share a prefix
+KINDS: dict[str, Any] = {  # an integer and a number in one object: their lexemes share a prefix
     "type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}}, "required": ["n", "x"]}
 
 
@@ -114,6 +115,8 @@ def lexeme_walk(name: str, seed: int, steps: int, rollbacks: bool = False) -> tu
     ``rollbacks``, some steps roll back to an earlier checkpoint (and the sequence with them).
     """
     grammar = grammar_of(name)
+    pushed: list[int]
+    marks: list[tuple[Any, int]]  # (a checkpoint, how many lexemes had been pushed)
     mine, pushed = lab.EarleyParser(grammar), []
     rng, table, marks = random.Random(seed), [], []
     every = range(len(grammar.lexemes))
@@ -180,6 +183,7 @@ def test_rollback_returns_to_the_checkpoint(name: str) -> None:
 def test_rollback_to_the_first_checkpoint_starts_over(name: str) -> None:
     """A checkpoint taken before any lexeme is a checkpoint like any other: rolling back to it is a new parser."""
     grammar = grammar_of(name)
+    pushed: list[int]
     parser, pushed = lab.EarleyParser(grammar), []
     mark = parser.checkpoint()
     for _ in range(4):
@@ -507,7 +511,8 @@ TRIE_WALKS = {"byte": 30, "bpe": 25, "spm": 25}
 @pytest.mark.parametrize("family", list(TRIE_WALKS))
 def test_trie_mask_equals_llguidance(family: str) -> None:
     for name in ("weather", "tree", "json_object"):
-        table, problem = mask_walk(lambda _g, vocab: lab.TrieMasker(vocab), family, name, 1, TRIE_WALKS[family])
+        table, problem = mask_walk(lambda _g, vocab: lab.TrieMasker(vocab, token_trie(vocab)), family, name, 1,
+                                   TRIE_WALKS[family])
         assert problem is None, format_trace(
             table, f"{family}, schema {name!r}: the mask is every token whose bytes the matcher takes one after the "
             f"other from its state (roll back after each branch of the trie), plus EOS exactly when it can end; "
@@ -523,7 +528,7 @@ def test_trie_walk_prunes_dead_prefixes(text: bytes) -> None:
     for byte in text:
         assert inner.feed(byte), "the text is valid for the grammar: the matcher must take each of its bytes"
     watched = WatchedMatcher(inner)
-    lab.TrieMasker(vocab).mask(watched)
+    lab.TrieMasker(vocab, token_trie(vocab)).mask(watched)
     below_dead = [p for p in watched.fed if p[:-1] not in watched.taken]
     assert not below_dead, (f"a prefix the matcher refused rules out every token under it: you fed "
                             f"{below_dead[0]!r} after its prefix was refused")
@@ -558,7 +563,7 @@ SPLIT_SAMPLES = (b"", b'"', b'"ab', b'"abcdefgh', b'"\xe6\x9d', b"1", b"-", b"12
 @pytest.mark.parametrize("name", ["weather", "thread", "json_object"])
 def test_split_equals_the_definition(name: str) -> None:
     grammar, vocab = grammar_of(name), family_vocabulary("bpe")
-    cache = lab.LexerCache(grammar, vocab)
+    cache = lab.LexerCache(grammar, vocab, token_trie(vocab))
     for state in lexer_states(name, SPLIT_SAMPLES):
         mine, want = cache.split(state), lexer_split(grammar, vocab, state)
         live = ", ".join(f"{grammar.lexemes[x].name}@{s}" for x, s in state)
@@ -575,7 +580,7 @@ def test_split_is_keyed_by_the_whole_lexer_state() -> None:
     """The same live lexeme at two places in it: `"a` can take 7 more characters, `"abcdefgh` none."""
     grammar, vocab = grammar_of("weather"), family_vocabulary("bpe")
     string = next(x for x, lexeme in enumerate(grammar.lexemes) if "{0,8}" in lexeme.regex)
-    cache = lab.LexerCache(grammar, vocab)
+    cache = lab.LexerCache(grammar, vocab, token_trie(vocab))
     for data in (b'"a', b'"abcdefgh', b'"a'):
         state = lexer_state_after(grammar, frozenset({string}), data)
         mine, want = cache.split(state), lexer_split(grammar, vocab, state)
@@ -587,7 +592,7 @@ def test_split_is_keyed_by_the_whole_lexer_state() -> None:
 @pytest.mark.task(4)
 def test_split_is_computed_once_per_lexer_state() -> None:
     grammar, counters = counting_grammar(grammar_of("weather"))
-    cache = lab.LexerCache(grammar, family_vocabulary("bpe"))
+    cache = lab.LexerCache(grammar, bpe := family_vocabulary("bpe"), token_trie(bpe))
     states = lexer_states("weather", (b'"', b'"ab', b"1"))
     for state in states:
         cache.split(state)
@@ -607,7 +612,8 @@ def test_split_mask_equals_llguidance(family: str) -> None:
     schemas = {"mistral": ("json_object",), "tekken": ("json_object",)}.get(
         family, ("weather", "tree", "thread", "json_object"))
     for name in schemas:
-        table, problem = mask_walk(lambda grammar, vocab: lab.SplitMasker(grammar, vocab), family, name, 2, walks)
+        table, problem = mask_walk(lambda grammar, vocab: lab.SplitMasker(grammar, vocab, token_trie(vocab)), family,
+                                   name, 2, walks)
         assert problem is None, format_trace(
             table, f"{family}, schema {name!r}: the split's allowed tokens, plus each undecided token the matcher "
             f"takes to its last byte, plus EOS when it can end; {problem}", columns=("your mask", "llguidance's"),
@@ -620,7 +626,7 @@ def counted_masks(schema: Any, text: bytes, family: str = "bpe") -> list[tuple[i
     grammar, counters = counting_grammar(schema_to_grammar(schema))
     vocab = family_vocabulary(family)
     parser = LarkParser(grammar)
-    matcher, masker = lab.ByteMatcher(grammar, parser), lab.SplitMasker(grammar, vocab)
+    matcher, masker = lab.ByteMatcher(grammar, parser), lab.SplitMasker(grammar, vocab, token_trie(vocab))
     costs = []
     ids = load_tokenizer(family).encode(text.decode())
     middle = range(len(ids) // 2 - 2, len(ids) // 2 + 2)
@@ -642,7 +648,7 @@ def test_a_mask_costs_only_the_undecided_tokens() -> None:
     grammar, counters = counting_grammar(grammar_of("weather"))
     vocab = family_vocabulary("bpe")
     parser = LarkParser(grammar)
-    matcher, masker = lab.ByteMatcher(grammar, parser), lab.SplitMasker(grammar, vocab)
+    matcher, masker = lab.ByteMatcher(grammar, parser), lab.SplitMasker(grammar, vocab, token_trie(vocab))
     for byte in b'{"city": "Tok':
         assert matcher.feed(byte), "the text is valid for the grammar: the matcher must take each of its bytes"
     masker.mask(matcher)
@@ -678,9 +684,10 @@ def test_depth_20_costs_what_depth_2_costs() -> None:
 def reply_with(masked: bool, family: str = "bpe", limit: int = 200) -> bytes:
     """Greedy over the toy model's scores for a reply asked 'as json', with lab-09's mask or none."""
     grammar, vocab = schema_to_grammar(NOTE_OR_OBJECT), family_vocabulary(family)
+    ids: list[int]
     model, ids = ToyModel(load_tokenizer(family)), []
     matcher = lab.ByteMatcher(grammar, LarkParser(grammar)) if masked else None
-    masker = lab.SplitMasker(grammar, vocab) if masked else None
+    masker = lab.SplitMasker(grammar, vocab, token_trie(vocab)) if masked else None
     for _ in range(limit):
         scores = model.scores("the weather in Tokyo as json, please", ids)
         allowed = masker.mask(matcher) if masker is not None else range(len(scores))
@@ -715,6 +722,7 @@ def test_masked_toy_reply_validates() -> None:
 def test_unmasked_toy_model_breaks_the_recursive_schema() -> None:
     """The same scores without a mask: prose around the object, and json.loads fails."""
     bpe = load_tokenizer("bpe")
+    ids: list[int]
     model, ids = ToyModel(bpe), []
     for _ in range(300):
         scores = model.scores("the weather in Tokyo as json, please", ids)
@@ -730,6 +738,7 @@ def test_unmasked_toy_model_breaks_the_recursive_schema() -> None:
 def test_llguidance_masked_toy_model_validates() -> None:
     """The control's other half, with a library's mask: every masked reply parses and validates."""
     grammar, vocab = schema_to_grammar(NOTE_OR_OBJECT), family_vocabulary("bpe")
+    ids: list[int]
     oracle, model, ids = GuidanceGrammarOracle(grammar, vocab), ToyModel(load_tokenizer("bpe")), []
     for _ in range(200):
         scores = model.scores("the weather in Tokyo as json, please", ids)
