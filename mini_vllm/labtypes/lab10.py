@@ -9,7 +9,7 @@ by cutting the prompt into :class:`Segment` s.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -50,7 +50,7 @@ class Message:
     """One message of a chat. ``reasoning`` is an assistant's thought (vLLM's ``reasoning_content``);
     ``tool_calls`` an assistant's calls; ``tool_call_id`` the call a ``tool`` message answers."""
 
-    role: Literal["system", "user", "assistant", "tool"]
+    role: str  # one of ROLES
     content: str = ""
     reasoning: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
@@ -77,7 +77,7 @@ class Segment:
     whatever it holds). ``at_start``: this text is encoded as the start of a text (SentencePiece's dummy
     prefix ``▁``), as a library that encodes each piece on its own does (mistral-common)."""
 
-    kind: Literal["control", "text"]
+    kind: str  # "control" or "text"
     text: str
     at_start: bool = False
 
