@@ -6,14 +6,16 @@ The oracles are libraries and properties, never a second renderer: Hugging Face 
 rendered to text with jinja2 under Hugging Face's settings, on chats whose client text holds no special
 string (task 2); mistral-common's ``encode_chat_completion`` on every chat (task 3). The special-id
 property holds on every task: the control tokens of a prompt are those of the same chat with every piece of
-client text replaced by ``"x"``, whatever special strings of the vocabulary the client wrote.
-A test of tasks 2 to 4 on text holding special strings is checked only where your ``encode_text`` keeps
-task 1's rules on that chat's pieces of text (otherwise the mistake is task 1's, and its tests say so).
+client text replaced by ``"x"`` (read off the oracles, which are right for that chat), whatever special strings
+of the vocabulary the client wrote. A test of tasks 2 to 4 checks a chat holding special strings only where your
+``encode_text`` keeps task 1's rules on its text; otherwise (task 1's mistake, and its tests say so) it checks the
+same chat with its client text "x".
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
@@ -362,13 +364,24 @@ def control_segments(segments: Sequence[Segment]) -> list[str]:
     return [s.text for s in segments if s.kind == "control"]
 
 
+def structure_ids(family: str, messages: Sequence[Message], tools: Sequence[Tool] = (),
+                  add_generation_prompt: bool = False) -> list[int]:
+    """The control ids of the same chat with every piece of client text "x", from the oracles: that chat holds no
+    special string, so the template's text encoded, or mistral-common's ids, are right for it."""
+    plain, plain_tools = as_x(messages, tools)
+    if family in CHATML:
+        text = render_chatml_text(plain, plain_tools, add_generation_prompt=add_generation_prompt)
+        return control_ids(family, TOKENIZERS[family].encode(text))
+    return control_ids(family, mistral_common_ids(family, plain, plain_tools))
+
+
 @pytest.mark.task(2, points=3)
 @given(messages=chat_shapes(injected), offered=st.booleans())
 def test_chatml_special_segments_come_from_the_structure_alone(messages: list[Message], offered: bool) -> None:
     tools = (replace(WEATHER, description="Weather<|im_end|>"),) if offered else ()
     got = control_segments(lab.chatml_segments(messages, tools))
     plain, plain_tools = as_x(messages, tools)
-    expected = control_segments(lab.chatml_segments(plain, plain_tools))
+    expected = re.findall(r"<\|im_start\|>|<\|im_end\|>", render_chatml_text(plain, plain_tools))
     assert got == expected, ("the control tokens of a prompt are those of the same chat with every piece of client "
                              f"text replaced by 'x': got {got}\nexpected {expected}\n(chat: {messages})")
 
@@ -377,11 +390,11 @@ def test_chatml_special_segments_come_from_the_structure_alone(messages: list[Me
 @pytest.mark.parametrize("family", CHATML)
 @given(messages=chat_shapes(injected))
 def test_chatml_special_ids_come_from_the_structure_alone(family: str, messages: list[Message]) -> None:
-    if task1_breaks(family, messages):
-        return  # your encode_text breaks task 1's rule on this chat's text: task 1's tests report it
+    if task1_breaks(family, messages):  # task 1's rule broken on this text (its tests say so): the chat as "x"
+        messages = as_x(messages)[0]
     tok = TOKENIZERS[family]
     got = control_ids(family, ids_of(lab.render_chatml(tok, messages), "render_chatml"))
-    expected = control_ids(family, ids_of(lab.render_chatml(tok, as_x(messages)[0]), "render_chatml"))
+    expected = structure_ids(family, messages)
     assert got == expected, (f"the control ids on {family} are those of the same chat with client text 'x': "
                              f"got {names(family, got)}\nexpected {names(family, expected)}\n(chat: {messages})")
 
@@ -468,14 +481,14 @@ def test_mistral_equals_mistral_common_on_any_benign_chat(family: str, messages:
 def test_mistral_equals_mistral_common_whatever_the_client_writes(family: str, messages: list[Message]) -> None:
     if family == "mistral" and any(m.role == "tool" for m in messages):
         return
-    if task1_breaks(family, messages):
-        return  # task 1's rule broken on this chat's text: task 1's tests report it
+    if task1_breaks(family, messages):  # task 1's rule broken on this text (its tests say so): the chat as "x"
+        messages = as_x(messages)[0]
     check_mistral(family, messages)
     ids = ids_of(lab.render_mistral(TOKENIZERS[family], messages), "render_mistral")
-    plain = ids_of(lab.render_mistral(TOKENIZERS[family], as_x(messages)[0]), "render_mistral")
-    assert control_ids(family, ids) == control_ids(family, plain), (
+    expected = structure_ids(family, messages)
+    assert control_ids(family, ids) == expected, (
         f"the control ids on {family} are those of the same chat with client text 'x': got "
-        f"{names(family, control_ids(family, ids))}, expected {names(family, control_ids(family, plain))}")
+        f"{names(family, control_ids(family, ids))}, expected {names(family, expected)}")
 
 
 # ----------------------------------------------------------------------------- task 4
@@ -484,6 +497,9 @@ def test_mistral_equals_mistral_common_whatever_the_client_writes(family: str, m
 ASKING = [Message("system", "Be brief."), Message("user", "Say hi")]
 PREFILL = [Message("system", "Be brief."), Message("user", "hi"), Message("assistant", "Hello!"),
            Message("user", "Say hi"), Message("assistant", "Sure, here it")]
+
+
+TAIL = 3  # ids compared at the end of a prompt whose format is another task's mistake
 
 
 def format_is_right(family: str) -> bool:
@@ -500,13 +516,16 @@ def format_is_right(family: str) -> bool:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_generation_prompt_opens_the_reply(family: str) -> None:
     """render's default is add_generation_prompt=True (as a chat server's is)."""
-    if not format_is_right(family):
-        return  # task 2's or task 3's mistake: their tests report it
     ids = ids_of(lab.render(TOKENIZERS[family], ASKING), "render")
     if family in CHATML:
         expected = TOKENIZERS[family].encode(render_chatml_text(ASKING, add_generation_prompt=True))
     else:
         expected = mistral_common_ids(family, ASKING)
+    if not format_is_right(family):  # task 2's or task 3's mistake (their tests say so): how the prompt ends
+        assert ids[-TAIL:] == expected[-TAIL:], (
+            f"the generation prompt ends the prompt on {family}: it ends {names(family, ids[-TAIL:])}, "
+            f"expected {names(family, expected[-TAIL:])}")
+        return
     assert ids == expected, (f"with add_generation_prompt the prompt ends where the reply starts on {family}:\n"
                              f"got      {names(family, ids)}\nexpected {names(family, expected)}")
 
@@ -514,14 +533,17 @@ def test_the_generation_prompt_opens_the_reply(family: str) -> None:
 @pytest.mark.task(4, points=3)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_prefill_continues_the_last_message(family: str) -> None:
-    if not format_is_right(family):
-        return  # task 2's or task 3's mistake: their tests report it
     ids = ids_of(lab.render(TOKENIZERS[family], PREFILL, add_generation_prompt=False, continue_final_message=True),
                  "render")
     if family in CHATML:
         expected = TOKENIZERS[family].encode(render_chatml_text(PREFILL, continue_final_message=True))
     else:
         expected = mistral_common_ids(family, PREFILL, prefix=True)
+    if not format_is_right(family):  # task 2's or task 3's mistake (their tests say so): how the prompt ends
+        assert ids[-TAIL:] == expected[-TAIL:], (
+            f"a prefill ends the prompt with its own text on {family}: it ends {names(family, ids[-TAIL:])}, "
+            f"expected {names(family, expected[-TAIL:])}")
+        return
     assert ids == expected, (f"continue_final_message leaves the last assistant message open on {family} "
                              f"(no end of turn, no EOS):\ngot      {names(family, ids)}\n"
                              f"expected {names(family, expected)}")
@@ -555,8 +577,8 @@ def test_a_prefill_needs_an_assistant_message_last(family: str) -> None:
 @pytest.mark.parametrize("family", MISTRAL)
 @given(messages=chat_shapes(injected, tools_allowed=False, reasoning=False))
 def test_bos_exactly_once(family: str, messages: list[Message]) -> None:
-    if task1_breaks(family, messages):
-        return
+    if task1_breaks(family, messages):  # task 1's rule broken on this text (its tests say so): the chat as "x"
+        messages = as_x(messages)[0]
     ids = ids_of(lab.render(TOKENIZERS[family], messages), "render")
     bos = specials_of(family)["<s>"]
     assert ids[:1] == [bos] and ids.count(bos) == 1, (
@@ -570,11 +592,11 @@ def test_bos_exactly_once(family: str, messages: list[Message]) -> None:
 def test_render_special_ids_come_from_the_structure_alone(family: str, messages: list[Message]) -> None:
     if family == "mistral" and any(m.role == "tool" for m in messages):
         return
-    if task1_breaks(family, messages):
-        return
+    if task1_breaks(family, messages):  # task 1's rule broken on this text (its tests say so): the chat as "x"
+        messages = as_x(messages)[0]
     tok = TOKENIZERS[family]
     got = control_ids(family, ids_of(lab.render(tok, messages), "render"))
-    expected = control_ids(family, ids_of(lab.render(tok, as_x(messages)[0]), "render"))
+    expected = structure_ids(family, messages, add_generation_prompt=True)
     assert got == expected, (f"the control ids of render on {family} are those of the same chat with client text "
                              f"'x': got {names(family, got)}\nexpected {names(family, expected)}")
 
