@@ -30,7 +30,7 @@ LABS_DIR = REPO_ROOT / "phase-16-serving-apis-and-parsers" / "labs"
 DEFAULT_IMPL = "solution"
 # The order the course teaches the labs in: bytes, BPE tokens, the three text hold-backs, the server,
 # then the typed event streams the server speaks to agents, then the sampler's side of the same seam.
-RECOMMENDED_ORDER = ("03", "04", "05", "06", "01", "02", "07", "08", "09")
+RECOMMENDED_ORDER = ("03", "04", "05", "06", "01", "02", "10", "07", "08", "09")
 
 _loaded: dict[Path, Any] = {}
 
@@ -197,7 +197,7 @@ COMPOSED_STAGES = {"02": ("01", "03", "04", "05", "06")}
 # The real tokenizers a lab's tests hand its code. A grading child rebuilds each from the vendor's files (both take
 # 1.5 s of CPU), so such a lab's child is started as the tests are collected and loads them then, beside the test
 # run rather than inside a test. A family missing here is loaded when it first crosses, only later.
-TOKENIZERS_HANDED = {"02": ("mistral", "tekken"), "04": ("mistral", "tekken")}
+TOKENIZERS_HANDED = {"02": ("mistral", "tekken"), "04": ("mistral", "tekken"), "10": ("mistral", "tekken")}
 
 
 def graded_footer(labs: list[str]) -> str:

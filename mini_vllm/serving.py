@@ -16,6 +16,7 @@ from mini_vllm.engine import MAX_MODEL_LEN, Engine
 from mini_vllm.kv_pool import BlockPool
 from mini_vllm.server import create_app
 from mini_vllm.server.read_timeout import ReadTimeoutH11Protocol
+from mini_vllm.server.templates import Prompts
 from mini_vllm.tokenizers.families import load_tokenizer
 from mini_vllm.toy_model import ToyModel
 
@@ -49,7 +50,7 @@ class BackgroundServer:
 
     def __init__(self, engine: Engine, pipeline: ModuleType | None = None, model_name: str = MODEL_NAME,
                  reasoning: bool = True, reasoning_field: str = "reasoning",
-                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
+                 max_body_bytes: int = MAX_BODY_BYTES, prompts: Prompts = "lab-10") -> None:
         self.engine = engine
         self.model_name = model_name
         # IPPROTO_TCP spelled out: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
@@ -60,7 +61,7 @@ class BackgroundServer:
         self._socket.bind(("127.0.0.1", 0))  # bound before uvicorn starts: no race for the port
         self.port = self._socket.getsockname()[1]
         app = create_app(engine, model_name, pipeline, reasoning=reasoning, reasoning_field=reasoning_field,
-                         max_body_bytes=max_body_bytes)
+                         max_body_bytes=max_body_bytes, prompts=prompts)
         self.app = app
         add_demo_routes(app, pipeline, model_name)
         config = uvicorn.Config(app, log_level="warning", lifespan="off", http=ReadTimeoutH11Protocol)

@@ -101,15 +101,33 @@ TOOL_RESULT_REPLY = "The tool says: {}"
 TAIL_IDS = 2048  # how far back the model looks for that turn (never the whole of a huge prompt)
 
 
+# The same turn as lab-10 renders it: ChatML (Qwen's) puts a tool's result in a user turn, Mistral's v3 in
+# [TOOL_RESULTS]{"content": ..., "call_id": ...}[/TOOL_RESULTS] at the end of the prompt.
+RESPONSE_OPEN, RESPONSE_CLOSE = "<tool_response>\n", "\n</tool_response>"
+MISTRAL_RESULTS, MISTRAL_RESULTS_END = "[TOOL_RESULTS]", "[/TOOL_RESULTS]"
+
+
 def tool_result(prompt_tail: str) -> str | None:
-    """The tool's output when the prompt ends with a tool turn and the assistant's opening, else None."""
+    """The tool's output when the prompt ends with a tool's turn (and the assistant's opening), else None."""
+    if prompt_tail.endswith(MISTRAL_RESULTS_END):
+        body = prompt_tail[prompt_tail.rfind(MISTRAL_RESULTS) + len(MISTRAL_RESULTS) : -len(MISTRAL_RESULTS_END)]
+        try:
+            content = json.loads(body)["content"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
     start = prompt_tail.rfind(TOOL_TURN)
     if start < 0:
-        return None
-    result, end, rest = prompt_tail[start + len(TOOL_TURN) :].rpartition(TURN_END)
+        start = prompt_tail.rfind("<|im_start|>user\n" + RESPONSE_OPEN)
+        if start < 0:
+            return None
+    turn, end, rest = prompt_tail[start:].rpartition(TURN_END)
     if not end or rest not in (ASSISTANT_OPENING, ASSISTANT_OPENING + THINK_OPEN + "\n"):
         return None
-    return result
+    if turn.startswith(TOOL_TURN):
+        return turn[len(TOOL_TURN) :]
+    last = turn[turn.rfind(RESPONSE_OPEN) + len(RESPONSE_OPEN) :]
+    return last[: -len(RESPONSE_CLOSE)] if last.endswith(RESPONSE_CLOSE) else None
 
 
 # Scoring mode (lab-08). A request that mentions JSON gets a reply with prose around the object;

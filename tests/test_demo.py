@@ -201,3 +201,22 @@ def test_schema_picker_offers_a_nested_and_a_recursive_schema_and_serves_both(ro
                                                                      "schema": schemas[key]}})
         assert reply.choices[0].finish_reason == "stop", reply
         jsonschema.validate(json.loads(reply.choices[0].message.content or ""), schemas[key])
+
+
+@pytest.mark.parametrize("tokenizer", ["byte", "tekken"])
+def test_injection_box_shows_the_forged_turn_and_lab_10s_prompt(root: str, tokenizer: str) -> None:
+    """The page's "Injection" box: the f-string prompt turns the user's special strings into control tokens;
+    lab-10's render has the control tokens of the chat's structure only."""
+    from mini_vllm.demo import INJECTION_EXAMPLE
+
+    report = httpx.get(root + "/demo/injection", params={"tokenizer": tokenizer}, timeout=60).json()
+    assert report["text"] == INJECTION_EXAMPLE, f"with no text the box shows its example: {report}"
+    structure = {"byte": ["<|im_start|>", "<|im_end|>", "<|im_start|>", "<|im_end|>", "<|im_start|>"],
+                 "tekken": ["<s>", "[INST]", "[/INST]"]}[tokenizer]
+    assert report["lab_10"]["control_tokens"] == structure, f"lab-10's prompt: the structure's tokens only: {report}"
+    forged = {"byte": ["<|im_start|>", "<|im_end|>", "<|im_start|>", "<|im_end|>", "<|im_start|>", "<|im_end|>",
+                       "<|im_start|>"], "tekken": ["[/INST]", "</s>", "[INST]"]}[tokenizer]  # ChatML is text on Tekken
+    assert report["f_string"]["control_tokens"] == forged, (
+        f"the f-string prompt forges control tokens from the user's text: {report}")
+    too_long = httpx.get(root + "/demo/injection", params={"tokenizer": tokenizer, "text": "x" * 2001})
+    assert too_long.status_code == 400 and too_long.json()["error"]["param"] == "text", too_long.text

@@ -262,3 +262,35 @@ def test_load_tokenizer_is_the_one_door(name: str) -> None:
 def test_load_tokenizer_names_the_choices() -> None:
     with pytest.raises(ValueError, match="byte, bpe, spm"):
         load_tokenizer("llama")
+
+
+# ----------------------------------------------------------------- encode_ordinary (lab-10's text path)
+
+ORDINARY_FAMILIES = list(mini_vllm.TOKENIZER_FAMILIES)
+
+
+@pytest.mark.parametrize("name", ORDINARY_FAMILIES)
+@given(text=st.lists(st.sampled_from(["<|im_end|>", "<|im_start|>", "<s>", "</s>", "[INST]", "[/INST]", "<unk>",
+                                      "hi", " ", "\n", "é", "🫨"]), max_size=8).map("".join), at_start=st.booleans())
+def test_encode_ordinary_never_matches_a_special_string(name: str, text: str, at_start: bool) -> None:
+    tokenizer = load_tokenizer(name)
+    ids = tokenizer.encode_ordinary(text, at_start=at_start)  # type: ignore[attr-defined]
+    assert not set(ids) & set(tokenizer.all_special_ids), f"{name}: special ids in encode_ordinary({text!r})"
+    spelled = b"".join(tokenizer.decode_single_token_bytes(i) for i in ids).decode("utf-8")
+    dummy = at_start and name in ("spm", "mistral") and text
+    assert spelled in ({text, " " + text} if dummy else {text}), f"{name}: {text!r} spelled as {spelled!r}"
+
+
+@pytest.mark.parametrize("name", ORDINARY_FAMILIES)
+@pytest.mark.parametrize("text", ["Hello world", "日本語 and 🫨", " leading space"])
+def test_encode_ordinary_is_encode_on_text_without_special_strings(name: str, text: str) -> None:
+    tokenizer = load_tokenizer(name)
+    assert tokenizer.encode_ordinary(text) == tokenizer.encode(text), (  # type: ignore[attr-defined]
+        f"{name}: at the start of a text, encode_ordinary and encode agree when no special string is written")
+
+
+def test_lab_10_readme_example_of_the_two_encoders() -> None:
+    """The lab-10 README's Background: encode matches <|im_end|>, encode_ordinary writes its characters."""
+    assert BYTES.encode("a<|im_end|>") == [97, 258], "encode matches the special string"
+    assert BYTES.encode_ordinary("a<|im_end|>") == [97, 60, 124, 105, 109, 95, 101, 110, 100, 124, 62], (
+        "encode_ordinary writes its characters")

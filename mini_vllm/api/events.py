@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_val
 
 from mini_vllm.api.errors import ApiError
 from mini_vllm.api.models import MAX_MESSAGES, MAX_STOP_CHARS, MAX_TOOLS, Strict, refuse
-from mini_vllm.api.protocol import GenerationRequest, check_unicode, orphan_result
+from mini_vllm.api.protocol import GenerationRequest, check_unicode, offered_tool, orphan_result
 from mini_vllm.grammars.constraints import (
     Constraint,
     json_object_constraint,
@@ -37,6 +37,7 @@ from mini_vllm.grammars.constraints import (
     strict_rules,
     tool_call_constraint,
 )
+from mini_vllm.labtypes.lab10 import Message, ToolCall
 
 # ----------------------------------------------------------------- OpenAI Responses
 
@@ -200,30 +201,47 @@ def _opening(thinking: bool) -> str:
     return "<|im_start|>assistant\n" + ("<think>\n" if thinking else "")
 
 
+def _with_call(chat: list[Message], call: ToolCall) -> None:
+    """A call joins the assistant turn just before it (an assistant's calls are one message), else opens one."""
+    if chat and chat[-1].role == "assistant" and not chat[-1].reasoning:
+        last = chat[-1]
+        chat[-1] = Message("assistant", last.content, None, (*last.tool_calls, call))
+    else:
+        chat.append(Message("assistant", "", None, (call,)))
+
+
 def from_responses(body: ResponsesRequest) -> GenerationRequest:
     thinking = body.reasoning is not None and body.reasoning.effort not in (None, "none")
     parts = [_turn("system", check_unicode(body.instructions, "instructions"))] if body.instructions else []
+    chat = [Message("system", body.instructions)] if body.instructions else []
     user_message = ""
     items = [MessageItem(role="user", content=body.input)] if isinstance(body.input, str) else body.input
     calls_made: set[str] = set()
     for i, item in enumerate(items):
         if isinstance(item, MessageItem):
             text = check_unicode(_text(item.content), f"input[{i}].content")
-            parts.append(_turn("system" if item.role == "developer" else item.role, text))
+            role = "system" if item.role == "developer" else item.role
+            parts.append(_turn(role, text))
+            chat.append(Message(role, text))
             user_message = text if item.role == "user" else user_message
         elif isinstance(item, FunctionCallItem):
             calls_made.add(item.call_id)
             parts.append(_turn("assistant", check_unicode(_call_text(item.name, item.arguments), f"input[{i}]")))
+            _with_call(chat, ToolCall(item.call_id, item.name, item.arguments))
         elif isinstance(item, FunctionCallOutputItem):
             if item.call_id not in calls_made:
                 raise orphan_result(f"input[{i}].call_id", item.call_id,
                                     "a function_call_output must answer a function_call item earlier in the input")
-            parts.append(_turn("tool", check_unicode(_text(item.output), f"input[{i}].output")))
+            output = check_unicode(_text(item.output), f"input[{i}].output")
+            parts.append(_turn("tool", output))
+            chat.append(Message("tool", output, tool_call_id=item.call_id))
     parse_calls = bool(body.tools) and body.tool_choice != "none"
+    tools = tuple(offered_tool(t.name, t.description, t.parameters) for t in body.tools or ())
     return GenerationRequest("chat", "".join(parts) + _opening(thinking), user_message, bool(body.stream), False,
                              max_tokens=body.max_output_tokens, enable_thinking=thinking,
                              parse_tool_calls=parse_calls, parallel_tool_calls=body.parallel_tool_calls is not False,
-                             constraint=body.constraint(), prompt_field="input", max_tokens_field="max_output_tokens")
+                             constraint=body.constraint(), prompt_field="input", max_tokens_field="max_output_tokens",
+                             chat=tuple(chat), tools=tools)
 
 
 # ----------------------------------------------------------------- Anthropic Messages
@@ -348,33 +366,41 @@ class MessagesRequest(Strict):
 def from_messages(body: MessagesRequest) -> GenerationRequest:
     system = body.system if isinstance(body.system, str) or body.system is None else _text_of(body.system)
     parts = [_turn("system", check_unicode(system, "system"))] if system else []
+    chat = [Message("system", system)] if system else []
     user_message = ""
     calls_before: set[str] = set()  # the tool_use ids of the message before this one (a result answers one of them)
     for i, message in enumerate(body.messages):
         blocks = [TextBlock(type="text", text=message.content)] if isinstance(message.content, str) else message.content
         check_results(blocks, calls_before, i)
         calls_before = {block.id for block in blocks if isinstance(block, ToolUseBlock)}
-        said = ""
+        said, text, calls = "", "", []
         for j, block in enumerate(blocks):
             where = f"messages[{i}].content[{j}]"
             if isinstance(block, TextBlock):
                 said += check_unicode(block.text, where)
+                text += block.text
             elif isinstance(block, ToolUseBlock):
-                said += _call_text(block.name, json.dumps(block.input, ensure_ascii=False))
+                arguments = json.dumps(block.input, ensure_ascii=False)
+                said += _call_text(block.name, arguments)
+                calls.append(ToolCall(block.id, block.name, arguments))
             elif isinstance(block, ToolResultBlock):
                 result = block.content if isinstance(block.content, str) else _text_of(block.content)
                 parts.append(_turn("tool", check_unicode(result, where)))
+                chat.append(Message("tool", result, tool_call_id=block.tool_use_id))
         if said:
             parts.append(_turn(message.role, said))
+            chat.append(Message(message.role, text, None, tuple(calls)))
             user_message = said if message.role == "user" else user_message
     parse_calls = bool(body.tools) and (body.tool_choice is None or body.tool_choice.type != "none")
     one_call = body.tool_choice is not None and bool(body.tool_choice.disable_parallel_tool_use)
     stop = tuple(check_unicode(s, f"stop_sequences[{i}]") for i, s in enumerate(body.stop_sequences or ()))
     constraint = body.constraint()
     refuse_stop(constraint, stop, "stop_sequences")
+    tools = tuple(offered_tool(t.name, t.description, t.input_schema) for t in body.tools or ())
     return GenerationRequest("chat", "".join(parts) + _opening(body.thinking_enabled), user_message,
                              bool(body.stream), False, stop, body.max_tokens, enable_thinking=body.thinking_enabled,
-                             parse_tool_calls=parse_calls, parallel_tool_calls=not one_call, constraint=constraint)
+                             parse_tool_calls=parse_calls, parallel_tool_calls=not one_call, constraint=constraint,
+                             chat=tuple(chat), tools=tools)
 
 
 def check_results(blocks: list[Any], calls_before: set[str], i: int) -> None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from mini_vllm.api.errors import ApiError
 from mini_vllm.api.models import AssistantMessage, ChatCompletionRequest, CompletionRequest, ToolMessage, message_text
 from mini_vllm.grammars.constraints import Constraint, refuse_stop
+from mini_vllm.labtypes.lab10 import Message, Tool, ToolCall
 from mini_vllm.sampling import InvalidRequest, SamplingParams
 
 __all__ = ["ApiError", "GenerationRequest", "check_model", "context_exceeded", "from_chat", "from_completion"]
@@ -40,6 +42,10 @@ class GenerationRequest:
     constraint: Constraint | None = None  # a grammar the reply must match (lab-08): response_format, a forced call
     prompt_field: str = "messages"  # the request fields an error about the prompt's or the reply's length names
     max_tokens_field: str = "max_tokens"
+    # The chat as lab-10 renders it to token ids (``prompt`` is then only the fallback while lab-10 is a stub);
+    # None for /v1/completions, whose raw prompt is encoded as it is (its client owns its control tokens).
+    chat: tuple[Message, ...] | None = None
+    tools: tuple[Tool, ...] = ()
 
     def sampling_params(self, prompt_tokens: int, max_model_len: int) -> SamplingParams:
         """The engine's parameters once the prompt's length is known (vLLM's rule for the default)."""
@@ -109,7 +115,28 @@ def from_chat(body: ChatCompletionRequest) -> GenerationRequest:
         "chat", prompt, user_message, bool(body.stream), bool(options and options.include_usage), stop,
         body.completion_limit(), body.include_stop_str_in_output, body.skip_special_tokens, body.include_reasoning,
         enable_thinking, body.parses_tool_calls(), body.parallel_tool_calls is not False, constraint,
-        max_tokens_field="max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens")
+        max_tokens_field="max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens",
+        chat=chat_messages(body), tools=tuple(offered_tool(t.function.name, t.function.description,
+                                                           t.function.parameters) for t in body.tools or ()))
+
+
+def chat_messages(body: ChatCompletionRequest) -> tuple[Message, ...]:
+    """The messages as lab-10 reads them: every field a client wrote stays text (checked by ``chat_prompt``)."""
+    chat: list[Message] = []
+    for message in body.messages:
+        text = message_text(message.content)
+        if isinstance(message, AssistantMessage):
+            calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or ())
+            chat.append(Message("assistant", text, message.reasoning or message.reasoning_content, calls))
+        elif isinstance(message, ToolMessage):
+            chat.append(Message("tool", text, tool_call_id=message.tool_call_id))
+        else:
+            chat.append(Message("user" if message.role == "user" else "system", text))
+    return tuple(chat)
+
+
+def offered_tool(name: str, description: str | None, parameters: dict[str, Any] | None) -> Tool:
+    return Tool(name, description or "", parameters if parameters is not None else {"type": "object", "properties": {}})
 
 
 def from_completion(body: CompletionRequest) -> GenerationRequest:

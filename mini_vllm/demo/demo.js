@@ -375,3 +375,17 @@ async function init() {
 init().catch((error) => {
   setState("course", "error", `could not load the demo's settings: ${error.message}`);
 });
+
+// lab-10's box: one user text, the control tokens of the f-string prompt and of lab-10's render.
+document.getElementById("injection-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const out = document.getElementById("injection-report");
+  const query = new URLSearchParams({tokenizer: document.getElementById("tokenizer").value,
+                                     text: document.getElementById("injection-text").value});
+  const reply = await fetch(`/demo/injection?${query}`);
+  const body = await reply.json();
+  if (!reply.ok) { out.textContent = body.error ? body.error.message : reply.statusText; return; }
+  const line = (name, seen) => seen === null ? `${name}: lab-10 is still the starter's stub`
+    : `${name}: ${seen.prompt_tokens} prompt tokens, control tokens ${seen.control_tokens.join(" ")}`;
+  out.textContent = [line("f-string + encode", body.f_string), line("lab-10 render  ", body.lab_10)].join("\n");
+});

@@ -22,6 +22,7 @@ import functools
 import importlib
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from mini_vllm.sandbox.peer import Remote
@@ -61,10 +62,10 @@ class NotAsDeclared(BaseException):
 
 @functools.cache
 def _listing() -> dict[str, dict[str, str]]:
-    from mini_vllm.labs import REPO_ROOT, lab_number
-
-    recorded = json.loads((REPO_ROOT / API_FILE).read_text(encoding="utf-8"))
-    return {lab_number(folder): names for folder, names in recorded.items()}
+    # The repository's root found from this file, not from mini_vllm.labs: the loader opens the sandbox, so
+    # the sandbox does not import the loader (imports run one way). api.json's keys are lab folders, lab-NN-*.
+    recorded = json.loads((Path(__file__).resolve().parents[2] / API_FILE).read_text(encoding="utf-8"))
+    return {folder[len("lab-"):len("lab-NN")]: names for folder, names in recorded.items()}
 
 
 def is_class(number: str, name: str) -> bool:

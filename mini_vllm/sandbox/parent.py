@@ -9,10 +9,10 @@ left of that budget and of the test's. :class:`ReferenceLender` says what the ch
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mini_vllm.sandbox import budget as budgets
-from mini_vllm.sandbox.budget import ALARM, Budget, Clock
+from mini_vllm.sandbox.budget import ALARM, Budget, Clock, Meter
 from mini_vllm.sandbox.declared import NotAsDeclared, check, is_class, is_method, returns, what
 from mini_vllm.sandbox.failures import CallInterrupted, TooMuchData
 from mini_vllm.sandbox.peer import (
@@ -34,8 +34,27 @@ from mini_vllm.sandbox.policy import (
     SERVED_PER_TEST_S,
 )
 
-if TYPE_CHECKING:
-    from mini_vllm.sandbox.worker import Worker
+
+class Worker(Protocol):
+    """What the parent's side of a channel reads of the worker that owns it (mini_vllm.sandbox.worker.Worker).
+
+    Written here as a protocol, so that imports run one way: the worker opens the channel, never the reverse.
+    """
+
+    number: str
+    served: set[str]
+    load_reference: Any
+    meter: Meter | None
+    overrun: float | None
+    last_cpu_s: float | None
+    test_bytes: int
+    test_served_s: float
+
+    def interrupt(self) -> None: ...
+
+    def label_of(self, op: str, args: tuple[Any, ...]) -> str: ...
+
+    def timed(self, label: str, exchange: Any, calls: int = 1) -> Any: ...
 
 
 NO_ANSWER = ("a reference to an object of your code answers no test's question: the tests call the lab's declared "

@@ -26,6 +26,7 @@ from mini_vllm.server.chat import chat_router
 from mini_vllm.server.compile_pool import CPU_SECONDS, MEMORY_BYTES, CompilePool
 from mini_vllm.server.messages import messages_router
 from mini_vllm.server.responses import responses_router
+from mini_vllm.server.templates import Prompts, chat_lab
 
 REASONING_FIELDS = ("reasoning", "reasoning_content")
 DESCRIPTION = (
@@ -47,10 +48,14 @@ DESCRIPTION = (
 
 def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleType | None = None,
                reasoning: bool = True, reasoning_field: str = "reasoning",
-               max_body_bytes: int = MAX_BODY_BYTES, events: ModuleType | None = None) -> FastAPI:
+               max_body_bytes: int = MAX_BODY_BYTES, events: ModuleType | None = None,
+               prompts: Prompts = "lab-10") -> FastAPI:
     """The app. ``pipeline`` is the module with ``OutputPipeline`` and ``ChunkFormatter`` (default: lab-02);
     ``events`` the one with lab-07's formatters (default: lab-07, loaded on the first request that needs it).
 
+    ``prompts``: how a chat's messages become the prompt's ids: ``"lab-10"`` (lab-10's ``render``, as ``LAB_IMPL``
+    picks it; while it is a stub, the text prompt) or ``"text"`` (the ChatML text prompt, encoded with special
+    matching: for the tests of a lab that must not depend on lab-10's file, lab-02's).
     ``reasoning``: split a chat reply's ``<think>`` thought into its own channel (lab-06).
     ``reasoning_field``: its name on the wire: ``reasoning`` (vLLM today) or
     ``reasoning_content`` (DeepSeek's API, older vLLM).
@@ -59,9 +64,12 @@ def create_app(engine: Engine, model_name: str = "mini-vllm", pipeline: ModuleTy
         raise ValueError(f"reasoning_field must be one of {REASONING_FIELDS}, got {reasoning_field!r}")
     lab = pipeline or load_lab("lab-02")
     engine.max_token_bytes  # noqa: B018  read every token's bytes now, at start-up, not in the first request
+    if prompts == "lab-10":
+        chat_lab(engine.tokenizer)  # lab-10 renders chat prompts; a stub is said once, now
     app = FastAPI(title="mini_vllm", version="0.1.0", description=DESCRIPTION)
     install_error_handling(app, max_body_bytes, shapes={"/v1/messages": anthropic_error_body})
     app.state.engine = engine
+    app.state.prompts = prompts
     app.state.compile_pool = pool = CompilePool()
     app.router.on_shutdown.append(pool.close)  # the grammar compiles' workers die with the server (SIGTERM)
     card = ModelCard(id=model_name, object="model", created=0, owned_by="mini_vllm",

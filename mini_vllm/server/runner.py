@@ -32,6 +32,7 @@ from mini_vllm.kv_pool import NoFreeBlocks
 from mini_vllm.server.bodies import read_body
 from mini_vllm.server.compile_pool import CompilePool
 from mini_vllm.server.structured import grammar_for
+from mini_vllm.server.templates import rendered_ids
 
 __all__ = ["Framing", "Generation", "admit", "generate", "lab_errors_as_api_errors", "prepare", "read_body",
            "respond", "sse"]
@@ -95,7 +96,12 @@ async def prepare(engine: Engine, build: Callable[[], GenerationRequest], prefix
     """
     def work() -> tuple[GenerationRequest, list[int]]:
         req = build()
-        return req, encode_prompt(engine, req.prompt, req.prompt_field)
+        check_size(engine, req.prompt, req.prompt_field)
+        with lab_errors_as_api_errors():
+            # a chat's messages, by lab-10: never a string encoded whole
+            ids = rendered_ids(engine.tokenizer, req, getattr(request.app.state, "prompts", "lab-10") if request
+                               is not None else "lab-10")
+        return req, ids if ids is not None else encode_prompt(engine, req.prompt, req.prompt_field)
 
     req, prompt_ids = work() if inline else await asyncio.to_thread(work)
     grammar = None
@@ -125,12 +131,18 @@ def compile_pool(request: Request | None) -> CompilePool:
     return pool
 
 
-def encode_prompt(engine: Engine, prompt: str, field: str = "messages") -> list[int]:
-    """The prompt's ids, or a 400 at once when even the fewest tokens it could make exceed the context."""
+def check_size(engine: Engine, prompt: str, field: str = "messages") -> None:
+    """A 400 at once when even the fewest tokens the prompt's text could make exceed the context."""
     size = len(prompt.encode("utf-8"))
     limit = engine.capacity_tokens
     if size > limit * engine.max_token_bytes:  # cheap: no need to tokenize to know it is too long
         raise context_exceeded(-(-size // engine.max_token_bytes), limit, at_least=True, param=field)
+
+
+def encode_prompt(engine: Engine, prompt: str, field: str = "messages") -> list[int]:
+    """A raw prompt's ids (``/v1/completions``, or a chat while lab-10 is a stub): special strings in it are matched,
+    so its client writes its own control tokens."""
+    check_size(engine, prompt, field)
     return engine.tokenizer.encode(prompt)
 
 

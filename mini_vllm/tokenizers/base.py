@@ -47,6 +47,19 @@ class Tokenizer(Protocol):
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]: ...
 
 
+@runtime_checkable
+class OrdinaryEncoder(Tokenizer, Protocol):
+    """A tokenizer that can also encode text as text: every family ``load_tokenizer`` gives (lab-10).
+
+    ``encode`` matches special-token strings written in its input (how a chat template rendered to text
+    reaches a model); ``encode_ordinary`` never does (tiktoken's name; Hugging Face's
+    ``encode_special_tokens=True``). ``at_start`` says whether the text starts the prompt: a SentencePiece
+    family then writes its dummy prefix ``▁``, as its own ``encode`` does at the start of a text.
+    """
+
+    def encode_ordinary(self, text: str, at_start: bool = True) -> list[int]: ...
+
+
 def check_token_id(token_id: object, vocab_size: int) -> int:
     """Return ``token_id`` if it names a token, else raise ``ValueError`` naming it.
 

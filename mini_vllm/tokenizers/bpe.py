@@ -136,12 +136,19 @@ class MergeTokenizer:
             if is_special:
                 ids.append(self._special_id[piece])
                 continue
-            for word in self._words(piece, at_start=index == 0):
-                cached = self._word_cache.get(word)
-                if cached is None:
-                    cached = [self._token_id[p] for p in apply_merges(self._initial_pieces(word), self._merge_rank)]
-                    self._word_cache[word] = cached
-                ids.extend(cached)
+            ids.extend(self.encode_ordinary(piece, at_start=index == 0))
+        return ids
+
+    def encode_ordinary(self, text: str, at_start: bool = True) -> list[int]:
+        """``text`` as plain text: no special token is matched (tiktoken's name; Hugging Face's
+        ``encode_special_tokens=True``). ``at_start``: the text starts a prompt (SentencePiece's extra ``▁``)."""
+        ids: list[int] = []
+        for word in self._words(text, at_start=at_start) if text else ():  # no text: no dummy prefix either
+            cached = self._word_cache.get(word)
+            if cached is None:
+                cached = [self._token_id[p] for p in apply_merges(self._initial_pieces(word), self._merge_rank)]
+                self._word_cache[word] = cached
+            ids.extend(cached)
         return ids
 
     def decode_single_token_bytes(self, token_id: int) -> bytes:

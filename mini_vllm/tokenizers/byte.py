@@ -44,6 +44,10 @@ class ByteTokenizer:
                 ids.extend(piece.encode("utf-8"))
         return ids
 
+    def encode_ordinary(self, text: str, at_start: bool = True) -> list[int]:
+        """``text`` as plain text: its UTF-8 bytes, a special token's text included (tiktoken's name)."""
+        return list(text.encode("utf-8"))
+
     def decode_single_token_bytes(self, token_id: int) -> bytes:
         return self._token_bytes[check_token_id(token_id, len(self._token_bytes))]
 

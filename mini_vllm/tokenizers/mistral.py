@@ -75,6 +75,11 @@ class _VendorTokenizer:
                 ids.extend(self._encode_plain(piece, at_start=index == 0))
         return ids
 
+    def encode_ordinary(self, text: str, at_start: bool = True) -> list[int]:
+        """``text`` as plain text, by the vendor library alone: no special token is matched (tiktoken's name).
+        ``at_start``: the text starts a prompt (SentencePiece's dummy prefix ``▁``; Tekken has no such rule)."""
+        return self._encode_plain(text, at_start) if text else []
+
     def _encode_plain(self, text: str, at_start: bool) -> list[int]:
         raise NotImplementedError
 
