@@ -138,6 +138,7 @@ def test_the_probe_finds_a_kit_function_pasted_into_a_task_class() -> None:
     from instructor.kit_probe import Recorder, answers
     from mini_vllm.grammars.stack_grammar import JSON_OBJECT, schema_to_grammar
     from mini_vllm.labs import load_lab
+    from mini_vllm.labtypes.lab08 import token_trie
     from mini_vllm.testing.stack import lexer_state_after
     from mini_vllm.testing.structured import family_vocabulary
 
@@ -150,7 +151,7 @@ def test_the_probe_finds_a_kit_function_pasted_into_a_task_class() -> None:
     try:
         for name, member in originals.items():
             setattr(cache, name, recorder.wrap_method("LexerCache", name, member))
-        split = reference.LexerCache(grammar, vocab)
+        split = reference.LexerCache(grammar, vocab, token_trie(vocab))
         string = grammar.lexeme_id("STRING")
         for data in (b'"', b'"ab', b'"a\\'):
             split.split(lexer_state_after(grammar, frozenset({string}), data))
@@ -158,10 +159,10 @@ def test_the_probe_finds_a_kit_function_pasted_into_a_task_class() -> None:
         for name, member in originals.items():
             setattr(cache, name, member)
 
-    def pasted(grammar: object, vocab: object, state: object) -> object:
-        return reference.LexerCache(grammar, vocab).split(state)
+    def pasted(grammar: object, vocab: object, trie: object, state: object) -> object:
+        return reference.LexerCache(grammar, vocab, trie).split(state)
 
-    def unrelated(grammar: object, vocab: object, state: object) -> object:
+    def unrelated(grammar: object, vocab: object, trie: object, state: object) -> object:
         return random.random()
 
     found = answers(recorder, {"kit: pasted": pasted, "kit: unrelated": unrelated})
