@@ -10,6 +10,7 @@ on every chat.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
@@ -62,7 +63,7 @@ def template_messages(messages: tuple[Message, ...] | list[Message]) -> list[dic
     return rows
 
 
-def render_chatml_text(messages: tuple[Message, ...] | list[Message], tools: tuple[Tool, ...] | list[Tool] = (),
+def render_chatml_text(messages: tuple[Message, ...] | list[Message], tools: Sequence[Tool] = (),
                        add_generation_prompt: bool = False, continue_final_message: bool = False) -> str:
     """The course's ChatML template rendered to text, as a server that renders templates would."""
     return course_chatml().render(messages=template_messages(messages), tools=[t.as_openai() for t in tools],
@@ -84,7 +85,7 @@ def mistral_common_tokenizer(family: str) -> Any:
 
 
 def mistral_common_ids(family: str, messages: tuple[Message, ...] | list[Message],
-                       tools: tuple[Tool, ...] | list[Tool] = (), prefix: bool = False) -> list[int]:
+                       tools: Sequence[Tool] = (), prefix: bool = False) -> list[int]:
     """``encode_chat_completion`` of the same chat: the ids Mistral's library writes (``prefix``: the last
     assistant message is a prefill the model continues)."""
     from mistral_common.protocol.instruct.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage

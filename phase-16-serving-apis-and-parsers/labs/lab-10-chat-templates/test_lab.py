@@ -177,7 +177,7 @@ def call(arguments: dict[str, Any], call_id: str = CALL_ID) -> ToolCall:
 
 def chat_shapes(text: Any, tools_allowed: bool = True, reasoning: bool = True) -> Any:
     """Chats of the shapes servers see: system or not, multi-turn, a tool call and its result, a thought."""
-    system = st.one_of(st.just([]), text.map(lambda t: [Message("system", t)]))
+    system: Any = st.one_of(st.just([]), text.map(lambda t: [Message("system", t)]))
     single = st.tuples(system, text).map(lambda p: [*p[0], Message("user", p[1])])
     multi = st.tuples(system, text, text, text).map(
         lambda p: [*p[0], Message("user", p[1]), Message("assistant", p[2]), Message("user", p[3])])
@@ -356,7 +356,7 @@ def test_a_call_whose_arguments_are_not_json_or_an_unknown_role_is_refused() -> 
     broken = [Message("user", "hi"), Message("assistant", "", None, (ToolCall(CALL_ID, "get_weather", "{oops"),))]
     must_raise(lambda: lab.chatml_segments(broken), ChatTemplateError,
                "chatml_segments of a tool call whose arguments are not JSON (they could not be written as an object)")
-    must_raise(lambda: lab.chatml_segments([Message("robot", "hi")]),  # type: ignore[arg-type]
+    must_raise(lambda: lab.chatml_segments([Message("robot", "hi")]),
                ChatTemplateError, "chatml_segments of a message whose role is none of system, user, assistant, tool")
 
 
