@@ -39,7 +39,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500),
 BURNERS = 12
 SELECTED = ("(fifty_random_slicings and not tekken and not mistral and not hf) or "
             "(pipeline_alone_reassembles and hello-b) or tekken_byte_tokens or "
-            "(lifecycle_holds_for_every_reply and weather) or rollback_returns_to_the_checkpoint")  # 15 tests
+            "(lifecycle_holds_for_every_reply and weather) or rollback_returns_to_the_checkpoint or "
+            "a_tool_calls_arguments_are_an_object_written_once")  # 16 tests
 VARIANTS = REPO_ROOT / "instructor" / "wrong_variants"
 TWO_WRONG = {"LAB_IMPL_04": str(VARIANTS / "lab_04" / "prompt_re_emitted.py"),
              "LAB_IMPL_08": str(VARIANTS / "lab_08" / "char_boundary_only.py"),

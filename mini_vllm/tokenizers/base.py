@@ -59,6 +59,8 @@ class OrdinaryEncoder(Tokenizer, Protocol):
 
     def encode_ordinary(self, text: str, at_start: bool = True) -> list[int]: ...
 
+    def __hash__(self) -> int: ...  # hashable by identity, as every family is: a cache may key on the tokenizer
+
 
 def check_token_id(token_id: object, vocab_size: int) -> int:
     """Return ``token_id`` if it names a token, else raise ``ValueError`` naming it.

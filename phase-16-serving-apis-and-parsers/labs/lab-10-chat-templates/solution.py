@@ -65,7 +65,7 @@ def encode_text(tokenizer: OrdinaryEncoder, text: str, at_start: bool = False) -
 
 def encode_segments(tokenizer: OrdinaryEncoder, segments: Sequence[Segment]) -> list[int]:
     """A control segment is its one special id (refused if the vocabulary has none); a text segment its text."""
-    specials = special_tokens(tokenizer)  # type: ignore[arg-type]  # a tokenizer is hashable by identity
+    specials = special_tokens(tokenizer)
     ids: list[int] = []
     for segment in segments:
         if segment.kind == "control":
@@ -215,7 +215,7 @@ def mistral_segments(tokenizer: OrdinaryEncoder, messages: Sequence[Message], to
         raise ChatTemplateError("Mistral's prompt ends with the user's or a tool's message, or an assistant prefill "
                                 "(continue_final_message)")
     system, chat = _normalized(messages)
-    v3 = INST in special_tokens(tokenizer)  # type: ignore[arg-type]  # a tokenizer is hashable by identity
+    v3 = INST in special_tokens(tokenizer)
     if not v3 and any(m.role == "tool" or m.tool_calls for m in chat):  # offered tools are left out, as there
         raise ChatTemplateError("Mistral's v1 format (Mistral 7B v0.1) has no tool calls or tool results")
     users = [k for k, m in enumerate(chat) if m.role == "user"]
@@ -272,7 +272,7 @@ def render(tokenizer: OrdinaryEncoder, messages: Sequence[Message], tools: Seque
     """The prompt's ids in the vocabulary's own format: ChatML where ``<|im_start|>`` is a special token, else
     Mistral's. A generation prompt or a prefill (never both); BOS exactly once where the format has one."""
     _check_flags(add_generation_prompt, continue_final_message, messages)
-    if IM_START in special_tokens(tokenizer):  # type: ignore[arg-type]  # a tokenizer is hashable by identity
+    if IM_START in special_tokens(tokenizer):
         return render_chatml(tokenizer, messages, tools, add_generation_prompt, continue_final_message)
     # Mistral's prompt always ends ready for the reply ([/INST] or a tool's result): the generation prompt is
     # the format's own. Its BOS is written by the structure, so it is not added again here.
