@@ -127,6 +127,14 @@ def whole_stream(formatter: Any, run: ReplyRun) -> tuple[list[dict[str, Any]], l
     return events + end, step_of + [len(run.steps)] * len(end)
 
 
+def kept_items(formatter: Any) -> list[dict[str, Any]]:
+    """The items a Responses formatter kept (its ``output``), read once the stream is over: task 3's final response
+    carries them, and task 1's close keeps them as it sent them (each task's tests check its own half)."""
+    kept = formatter.output
+    assert type(kept) is list, f"ResponsesEventFormatter.output is a list of the items closed, got {type(kept)}"
+    return [dict(item) for item in kept]
+
+
 def no_violations(found: list[Violation], task: int, events: list[dict[str, Any]], step_of: list[int],
                   case: str) -> None:
     """Fail with the first broken rule of ``task`` (other tasks' rules are graded by their own tests)."""
@@ -288,6 +296,18 @@ def test_items_close_with_the_way_the_reply_ended(name: str, statuses: list[str]
     events, _ = whole_stream(responses_formatter(), run_of(name, "bpe", 2))
     got = [e["item"]["status"] for e in events if e.get("type") == "response.output_item.done"]
     assert got == statuses, f"reply {name!r}: the items close as {statuses}; got {got}"
+
+
+@pytest.mark.task(1)
+@pytest.mark.parametrize("name", ["think-twice", "think-call", "two-tools", "cut-thought", "broken"])
+def test_closed_items_are_kept_in_output(name: str) -> None:
+    """``close`` keeps each item it closes in ``self.output``, exactly as its output_item.done sent it: the list the
+    final response (task 3, through the given ``response_object``) carries."""
+    formatter = responses_formatter()
+    events, step_of = item_events(formatter, run_of(name, "bpe", 3))
+    assert any(e.get("type") == "response.output_item.done" for e in events), f"{NO_EVENTS}: reply {name!r}"
+    no_violations(check_responses(events, lifecycle=False, kept=kept_items(formatter)), 1, events, step_of,
+                  case_name(name, "bpe", 3))
 
 
 @pytest.mark.task(1)
@@ -463,6 +483,32 @@ def test_a_step_that_ends_a_call_and_starts_another_keeps_the_order() -> None:
         f"no fragment is lost or moved to the wrong call: {said.calls}")
 
 
+def fragments_sent(events: list[dict[str, Any]]) -> str:
+    """Every arguments fragment the events carry, in order (Responses or Messages)."""
+    return "".join(e.get("delta") if e.get("type") == "response.function_call_arguments.delta"
+                   else e["delta"].get("partial_json", "") for e in events
+                   if e.get("type") == "response.function_call_arguments.delta"
+                   or (e.get("type") == "content_block_delta" and isinstance(e.get("delta"), dict)))
+
+
+def fragments_brought(step: Any) -> str:
+    return "".join(d.arguments_fragment or "" for d in step.tool_call_deltas)
+
+
+@pytest.mark.task(2)
+def test_each_steps_arguments_go_out_in_its_own_events() -> None:
+    """Nothing is held back: the arguments a step brought are in the function_call_arguments.delta events of that
+    very step, not saved for the item's close (a client starts parsing the call as it streams)."""
+    for name, family, k in (("weather", "byte", 3), ("two-tools", "bpe", 2), ("write-file", "spm", 5)):
+        run = run_of(name, family, k)
+        for number, (step, events) in enumerate(zip(run.steps, each(responses_formatter().events, run.steps),
+                                                    strict=True)):
+            sent, brought = fragments_sent(events), fragments_brought(step)
+            assert sent == brought, (
+                f"step {number} of {case_name(name, family, k)} brought the arguments fragment {brought!r}; its "
+                f"events sent {sent!r} as function_call_arguments.delta (a formatter passes on, it never holds)")
+
+
 @pytest.mark.task(2)
 def test_arguments_done_equals_the_joined_deltas() -> None:
     for name, k in (("weather", 1), ("write-file", 7), ("two-tools", 2)):
@@ -510,7 +556,7 @@ def test_call_events_are_exactly_the_sdk_types() -> None:
 # - where the lab runs in the tests' own process (make test, LAB_SANDBOX=0), the bytes each StepOutput's
 #   events() sets aside, even for a moment (Python's tracemalloc: the same on every run).
 # Either way the count is checked only for a formatter that is right: the deltas must be the text as written.
-LONG_ITEM = 200_000  # characters in the long item, sent 1 to 8 at a time (about 44,000 StepOutputs)
+LONG_ITEM = 120_000  # characters in the long item, sent 1 to 8 at a time (about 27,000 StepOutputs)
 GROWTH_ALLOWED = 1.5  # a later tenth's work per delta, against the first tenth's
 SLACK_BYTES = 64  # per delta, in your own process: a number past 256 is an object of its own (sequence_number grows)
 SLACK_PAGES = 0.25  # per delta, in the sandbox: a tenth's reply (its events, sent at once) is a mapping of its own
@@ -647,8 +693,10 @@ def test_the_stream_opens_with_created_then_in_progress() -> None:
 def test_the_response_lifecycle_holds_for_every_reply(name: str) -> None:
     for _, family, k in every_case({name: None}):
         run = run_of(name, family, k)
-        events, step_of = whole_stream(responses_formatter(), run)
-        no_violations(check_responses(events), 3, events, step_of, case_name(name, family, k))
+        formatter = responses_formatter()
+        events, step_of = whole_stream(formatter, run)
+        no_violations(check_responses(events, kept=kept_items(formatter)), 3, events, step_of,
+                      case_name(name, family, k))
 
 
 @pytest.mark.task(3)
@@ -657,8 +705,9 @@ def test_the_response_lifecycle_holds_for_every_reply(name: str) -> None:
                                           ("cut-call", "response.incomplete")])
 def test_the_last_event_says_how_the_reply_ended(name: str, status: str) -> None:
     run = run_of(name, "byte", 2)
-    events, step_of = whole_stream(responses_formatter(), run)
-    no_violations(check_responses(events), 3, events, step_of, case_name(name, "byte", 2))
+    formatter = responses_formatter()
+    events, step_of = whole_stream(formatter, run)
+    no_violations(check_responses(events, kept=kept_items(formatter)), 3, events, step_of, case_name(name, "byte", 2))
     last = events[-1]
     assert last.get("type") == status, f"reply {name!r} ends with {status}; got {last.get('type')}"
     usage = last["response"]["usage"]
@@ -699,8 +748,10 @@ def test_input_tokens_default_to_zero() -> None:
 def test_a_malformed_call_ends_with_response_failed() -> None:
     run = run_of("broken")
     assert run.error, "the scripted broken call must make the pipeline raise"
-    events, step_of = whole_stream(responses_formatter(), run)
-    no_violations(check_responses(events), 3, events, step_of, "reply 'broken tool', byte, 1 per step")
+    formatter = responses_formatter()
+    events, step_of = whole_stream(formatter, run)
+    no_violations(check_responses(events, kept=kept_items(formatter)), 3, events, step_of,
+                  "reply 'broken tool', byte, 1 per step")
     last = events[-1]
     assert last.get("type") == "response.failed" and run.error in last["response"]["error"]["message"], (
         f"response.failed carries the pipeline's error {run.error[:60]!r}…; got {last!r}")
@@ -752,6 +803,21 @@ def test_blocks_close_once_and_refuse_arguments_before_a_name() -> None:
     formatter.text_delta("More.")
     with pytest.raises(ValueError):
         formatter.call_delta(nameless_delta())
+
+
+@pytest.mark.task(4)
+def test_each_step_goes_out_in_its_own_blocks() -> None:
+    """Nothing is held back: a step's thought, text and arguments are in the deltas of that very step."""
+    for name, family, k in (("think-call", "byte", 3), ("japanese", "bpe", 2), ("two-tools", "spm", 4)):
+        run = run_of(name, family, k)
+        for number, (step, events) in enumerate(zip(run.steps, each(messages_formatter().events, run.steps),
+                                                    strict=True)):
+            said = messages_channels(events)
+            got = (said.reasoning, said.text, fragments_sent(events))
+            brought = (step.reasoning, step.text, fragments_brought(step))
+            assert got == brought, (
+                f"step {number} of {case_name(name, family, k)} brought (thought, text, arguments) {brought!r}; its "
+                f"events sent {got!r} (a formatter passes on, it never holds)")
 
 
 @pytest.mark.task(4)
