@@ -485,8 +485,8 @@ def test_a_step_that_ends_a_call_and_starts_another_keeps_the_order() -> None:
 
 def fragments_sent(events: list[dict[str, Any]]) -> str:
     """Every arguments fragment the events carry, in order (Responses or Messages)."""
-    return "".join(e.get("delta") if e.get("type") == "response.function_call_arguments.delta"
-                   else e["delta"].get("partial_json", "") for e in events
+    return "".join(str(e.get("delta")) if e.get("type") == "response.function_call_arguments.delta"
+                   else str(e["delta"].get("partial_json", "")) for e in events
                    if e.get("type") == "response.function_call_arguments.delta"
                    or (e.get("type") == "content_block_delta" and isinstance(e.get("delta"), dict)))
 
@@ -632,7 +632,7 @@ def check_cost_per_delta(kind: str) -> None:
         for start in range(0, len(steps), tenth):
             batch = steps[start : start + tenth]
             events, cost = meter.tenth(formatter, batch)
-            sent += [event.get("delta") for new in events for event in new if event["type"].endswith(".delta")]
+            sent += [str(event.get("delta")) for new in events for event in new if event["type"].endswith(".delta")]
             fed = sum(len(s.text or s.reasoning or s.tool_call_deltas[0].arguments_fragment)
                       for s in steps[: start + len(batch)])
             assert "".join(sent) == text[:fed], (

@@ -182,7 +182,9 @@ def encodes_text_exactly(family: str, segments: Sequence[Segment] = ()) -> bool:
 
 def spelled(family: str, ids: Sequence[int]) -> list[int | str]:
     """A prompt as what it says: each control id, and the text each run of other ids spells."""
-    special, out, run = special_id_set(family), [], []  # type: ignore[var-annotated]
+    special = special_id_set(family)
+    out: list[int | str] = []
+    run: list[int] = []
     for i in ids:
         if i in special:
             if run:
