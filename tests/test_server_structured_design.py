@@ -131,19 +131,18 @@ _solution = load_lab("lab-08", "solution")
 globals().update({name: getattr(_solution, name) for name in _solution.__all__})
 
 
-class TokenMasker(_solution.TokenMasker):
-    def mask(self, state):
-        if len(self.vocab) > 2:  # not the compile's one-token probe: the decode process's first mask
-            hog = bytearray(3 * 1024**3)  # past the decode process's limit
-            del hog
-        return super().mask(state)
+class StructuredSampler(_solution.StructuredSampler):
+    def choose(self, scores):  # the student's code the decode process runs per token (the masks are the server's)
+        hog = bytearray(3 * 1024**3)  # past the decode process's limit
+        del hog
+        return super().choose(scores)
 '''
 
 
 def test_a_reply_past_the_decode_memory_limit_is_a_503_naming_it(tmp_path: Any,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """The OS enforces the decode process's limit (RLIMIT_AS): a mask that needs more is a 503 naming the limit,
-    and the process lives on to serve the next reply."""
+    """The OS enforces the decode process's limit (RLIMIT_AS): a reply whose work there (here the student's
+    sampler) needs more is a 503 naming the limit, and the process lives on to serve the next reply."""
     hog = tmp_path / "hog.py"
     hog.write_text(HOG)
     with BackgroundServer(build_engine("bpe"), pipeline=SOLUTION) as small:
@@ -167,13 +166,12 @@ _solution = load_lab("lab-08", "solution")
 globals().update({name: getattr(_solution, name) for name in _solution.__all__})
 
 
-class TokenMasker(_solution.TokenMasker):
-    def mask(self, state):
-        if len(self.vocab) > 2:  # not the compile's one-token probe: a mask that takes a minute of pure Python
-            end = time.monotonic() + 60
-            while time.monotonic() < end:
-                pass
-        return super().mask(state)
+class StructuredSampler(_solution.StructuredSampler):
+    def choose(self, scores):  # the student's code the decode process runs per token: a minute of pure Python
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            pass
+        return super().choose(scores)
 '''
 SPUN = {"type": "object", "properties": {"spin": {"type": "string", "maxLength": 9}}, "required": ["spin"],
         "additionalProperties": False}
@@ -195,8 +193,9 @@ def spinning(tmp_path: Any) -> str:
 
 
 def test_replies_whose_clients_left_stop_their_cpu(spinning: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ten requests whose first mask would spin for a minute, each client gone after half a second: the decode
-    process's CPU stops (counted by the kernel over the second after they left)."""
+    """Ten requests whose first choice (the student's sampler, in the decode process) would spin for a minute,
+    each client gone after half a second: the decode process's CPU stops (counted by the kernel over the second
+    after they left)."""
     with BackgroundServer(build_engine("bpe"), pipeline=SOLUTION) as small:
         assert post(small, chat({"type": "boolean"})).status_code == 200  # the decode process is up
         monkeypatch.setenv("LAB_IMPL_08", spinning)
@@ -221,7 +220,7 @@ def test_replies_whose_clients_left_stop_their_cpu(spinning: str, monkeypatch: p
 
 
 def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A constrained stream whose masks are cached keeps its pace beside a reply whose first mask spins: its
+    """A constrained stream whose masks are cached keeps its pace beside a reply whose first choice spins: its
     largest gap beside stays within twice its largest gap alone, in the same run."""
     with BackgroundServer(build_engine("bpe", token_delay_s=0.02), pipeline=SOLUTION) as small:
         warm = {"type": "object", "properties": {"w": {"type": "string", "maxLength": 200}}, "required": ["w"],
@@ -247,10 +246,10 @@ def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: 
         while stats(small)["sessions"] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         monkeypatch.setenv("LAB_IMPL_08", "solution")
-        time.sleep(0.3)  # the spinning mask has begun
+        time.sleep(0.3)  # the spinning choice has begun
         beside = largest_gap()
         assert beside <= 2 * alone, (
-            f"a stall: the warm stream's largest gap was {beside * 1000:.0f} ms beside a reply computing a mask, "
+            f"a stall: the warm stream's largest gap was {beside * 1000:.0f} ms beside a reply spinning in its choice, "
             f"against {alone * 1000:.0f} ms alone in the same run (the bound is twice that)")
 
 
