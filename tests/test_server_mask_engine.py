@@ -130,3 +130,35 @@ def test_a_split_is_computed_once_per_lexer_state_and_node() -> None:
     assert matcher.feed(ord("d"))
     assert engine.mask(matcher).tolist() == first.tolist(), "one more letter inside the string: the same mask"
     assert engine.computed == computed, "the same lexer state and parser: every split is a lookup"
+
+
+def test_the_release_leaves_the_engine_out_and_its_server_serves_with_the_labs_masks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pasted into lab-08's starter, the engine earned task 2 and most of task 4 (38.5 of 100 points): the student's
+    release leaves it out, and there the decode process asks the student's own TokenMasker and SplitMasker."""
+    import pickle
+
+    from instructor.release import ships
+    from mini_vllm.server import lazy_masks
+    from mini_vllm.server.decode_sessions import Process
+
+    assert not ships("mini_vllm/server/mask_engine.py") and not ships("mini_vllm/server/stack_masks.py")
+    vocab = family_vocabulary("bpe")
+    paths = (str(impl_path("lab-08", "solution")), str(impl_path("lab-09", "solution")))
+    constraints = {"regex": schema_constraint(STRINGS, "schema", "test"), "stack": json_object_constraint()}
+    for present in (True, False):
+        monkeypatch.setattr(lazy_masks, "engine_present", lambda present=present: present)
+        monkeypatch.setattr("mini_vllm.server.decode_sessions.engine_present", lambda present=present: present)
+        here = Process()
+        here.add_vocabulary("v", vocab, [t or b"" for t in vocab.tokens], [], 0)
+        for kind, constraint in constraints.items():
+            job = CompileJob(constraint.regex if kind == "regex" else "", constraint.sentence if kind == "stack"
+                             else None, *paths)
+            here.grammars[kind] = pickle.dumps(_compile_job(job))
+            sampler, key = here.open(kind, "v", paths, False, False)
+            masker = here.maskers[key][1]
+            uses_engine = type(getattr(masker, "engine", masker)).__module__.startswith("mini_vllm.server")
+            assert uses_engine == present, f"{kind}: the engine where present, the labs' own masks where not"
+            scores = np.zeros(len(vocab))
+            chosen = [int(sampler.choose(scores)) for _ in range(3)]
+            assert all(0 <= t < len(vocab) for t in chosen)

@@ -24,10 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mini_vllm.labtypes.lab08 import TOOL_CALL_START, TokenTrie, Vocabulary, token_trie
-from mini_vllm.server.lazy_masks import LazyMasks, MaskCache, rebuild_automaton
-from mini_vllm.server.mask_engine import trie_levels
+from mini_vllm.server.lazy_masks import LazyMasks, MaskCache, engine_present, rebuild_automaton
 from mini_vllm.server.stack_decoding import StackSession, rebuild_grammar
-from mini_vllm.server.stack_masks import SplitEngine
 
 MASKERS = 8  # grammars whose maskers are kept (a lab-09 masker holds the splits it has met; lab-08's, nothing)
 GRAMMARS = 16  # compiled grammars kept here, each sent once (the server keeps the same list: ``Sent``)
@@ -93,7 +91,10 @@ class Process:
         shim = VocabularyTokenizer(raw_tokens, special, vocab.eos_token_id)
         # The trie once per vocabulary, here: every grammar's masker (lab-08's and lab-09's) walks this one.
         trie = token_trie(vocab)
-        trie_levels(trie, len(vocab))  # the mask engine's view of it, once too
+        if engine_present():
+            from mini_vllm.server.mask_engine import trie_levels
+
+            trie_levels(trie, len(vocab))  # the mask engine's view of it, once too
         self.vocabularies[key] = (vocab, trie, ToyModel(shim, seed))  # type: ignore[arg-type]
 
     def open(self, grammar_key: str, vocab_key: str, lab_paths: tuple[str, str], thinking: bool,
@@ -115,9 +116,17 @@ class Process:
             kind, data = pickle.loads(self.grammars[grammar_key])
             if kind == "regex":
                 automaton = rebuild_automaton(data)
-                made = (automaton, LazyMasks("\0".join(key), data, vocab, trie, self.masks, self.lock))
+                made = (automaton, LazyMasks("\0".join(key), data, automaton, lab08, vocab, trie, self.masks,
+                                             self.lock))
             else:
-                made = (rebuild_grammar(data), SplitEngine(data[2], vocab, trie, trie_levels(trie, len(vocab))))
+                grammar = rebuild_grammar(data)
+                if engine_present():
+                    from mini_vllm.server.mask_engine import trie_levels
+                    from mini_vllm.server.stack_masks import SplitEngine
+
+                    made = (grammar, SplitEngine(data[2], vocab, trie, trie_levels(trie, len(vocab))))
+                else:
+                    made = (grammar, load_lab("lab-09", lab_paths[1]).SplitMasker(grammar, vocab, trie))
             found = made
             with self.lock:
                 self.maskers[key] = found

@@ -109,7 +109,7 @@ class TableMasks:
         """The mask at ``state`` as a boolean array over the vocabulary."""
         self.computed += 1
         reached = self.passes.reached(state)
-        allowed = (reached[self.levels.token_node] != self.passes.dead) & self.levels.ordinary
+        allowed: np.ndarray = (reached[self.levels.token_node] != self.passes.dead) & self.levels.ordinary
         allowed[self.eos] = bool(self.passes.accepting[state])
         return allowed
 

@@ -26,7 +26,6 @@ import numpy as np
 
 from mini_vllm.labtypes.lab08 import CONSTRAINED, DEAD, ByteAutomaton, Vocabulary
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
-from mini_vllm.server.stack_masks import SplitEngine
 
 VIEW_MASKS = 32  # masks one reply keeps (each an array of up to 127,807 ids on Tekken: 1 MiB)
 SAMPLER_TOKENS = 16  # constrained tokens one sampler chooses before a fresh one takes over
@@ -56,7 +55,7 @@ class MatcherView:
     branch (a sampler that tried one token, then another), a replay from the start.
     """
 
-    def __init__(self, matcher: Any, masker: SplitEngine) -> None:
+    def __init__(self, matcher: Any, masker: Any) -> None:
         self.matcher = matcher
         self.masker = masker
         self.epoch = 0  # bumped when the parser goes back: a parser checkpoint then may stand for another parse
@@ -90,8 +89,8 @@ class MatcherView:
                tuple(map(tuple, self.matcher.lexer_state)))
         found = self._masks.get(key)
         if found is None:
-            found = self._masks[key] = self.masker.mask(self.matcher)
-            found.flags.writeable = False
+            found = self._masks[key] = np.asarray(self.masker.mask(self.matcher), dtype=np.int64)  # the engine's, or
+            found.flags.writeable = False  # lab-09's SplitMasker's list (in the student's release)
             while len(self._masks) > VIEW_MASKS:
                 self._masks.popitem(last=False)
         return found
@@ -125,7 +124,7 @@ class MatcherView:
 class StackSession:
     """One reply: lab-09's parser and matcher, a view of them, and lab-08's sampler over the view."""
 
-    def __init__(self, lab08: Any, lab09: Any, grammar: Grammar, masker: SplitEngine, vocab: Vocabulary, thinking: bool,
+    def __init__(self, lab08: Any, lab09: Any, grammar: Grammar, masker: Any, vocab: Vocabulary, thinking: bool,
                  implicit_end: bytes | None) -> None:
         self.lab08 = lab08
         self.vocab = vocab
