@@ -27,7 +27,7 @@ import numpy as np
 from mini_vllm.labtypes.lab08 import CONSTRAINED, DEAD, ByteAutomaton, Vocabulary
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
 
-VIEW_MASKS = 32  # masks one reply keeps (each an array of up to 127,807 ids on Tekken: 1 MiB)
+VIEW_MASKS = 4  # masks one reply keeps (each an array of up to 127,807 ids on Tekken: 1 MiB; inside a string, one)
 SAMPLER_TOKENS = 16  # constrained tokens one sampler chooses before a fresh one takes over
 
 
