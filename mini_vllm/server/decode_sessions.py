@@ -1,12 +1,13 @@
 """The decode process's side: what it keeps, and one thread per reply, so no reply waits on another's mask.
 
-A new state's first mask is the student's Python over the whole vocabulary (a tenth of a second to
-seconds on Tekken). Run in the process's one loop, it held every other reply's next token until it
-finished. So each reply (a session) runs in a thread of its own, and the interpreter time-slices
-them (every :data:`SWITCH_S` at most): a reply whose masks are cached keeps its pace beside one
-that computes a mask. A session whose client left is stopped where it stands: ``close`` raises
-:class:`Cancelled` inside its thread (``PyThreadState_SetAsyncExc``), so its CPU stops within a
-slice, and the masker it was inside (the student's code, perhaps half way through filling a cache)
+A reply runs the student's code here at every token (lab-08's sampler, lab-09's matcher and parser) and,
+in the student's release, the student's mask walk over the whole vocabulary (a tenth of a second to
+seconds on Tekken; the course's mask engine takes milliseconds). Run in the process's one loop, a slow one
+held every other reply's next token until it finished. So each reply (a session) runs in a thread of its
+own, and the interpreter time-slices them (every :data:`SWITCH_S` at most): a reply whose masks are
+cached keeps its pace beside one that computes a mask. A session whose client left is stopped where it
+stands: ``close`` raises :class:`Cancelled` inside its thread (``PyThreadState_SetAsyncExc``), so its CPU
+stops within a slice, and the masker it was inside (the student's code, perhaps half way through filling a cache)
 is dropped, to be made again by the next request that needs it.
 """
 

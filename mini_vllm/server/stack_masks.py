@@ -13,6 +13,7 @@ array of ids, kept per reply for as long as the parser has not moved (inside a s
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,9 @@ import numpy as np
 from mini_vllm.labtypes.lab08 import TokenTrie, Vocabulary
 from mini_vllm.server.mask_engine import TablePasses, TrieLevels
 
-ENTRIES = 4096  # (lexer state, trie node) splits one grammar keeps
+# The splits one grammar keeps, (lexer state, trie node) each, least recently used out past this many bytes: a split
+# at the root is a bit per token (16 KiB on Tekken), one under a node the ids below it that the lexer allows.
+ENTRY_BYTES = 16 * 1024**2
 LexerState = tuple[tuple[int, int], ...]
 # Where lexemes end below a node: (the bytes down to a node inside the lexeme, the edge byte, the children there).
 Edges = list[tuple[bytes, int, list[int]]]
@@ -31,8 +34,12 @@ Edges = list[tuple[bytes, int, list[int]]]
 
 @dataclass(frozen=True)
 class Entry:
-    allowed: np.ndarray  # bool over the vocabulary at the root (node 0), else the ids under the node (int64)
+    allowed: np.ndarray  # at the root (node 0) a bit per token (np.packbits), else the ids under the node (int64)
     edges: Edges
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.allowed.nbytes) + 64 * sum(len(children) + 1 for _, _, children in self.edges)
 
 
 class SplitEngine:
@@ -45,16 +52,25 @@ class SplitEngine:
         self.order = np.empty(levels.size, dtype=np.int64)  # depth numbering -> preorder
         self.order[levels.renumbered] = np.arange(levels.size, dtype=np.int64)
         self._entries: OrderedDict[tuple[LexerState, int], Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.nbytes = 0
         self.computed = 0  # splits computed (the tests count the work)
 
     def entry(self, lexer_state: LexerState, root: int) -> Entry:
         key = (lexer_state, root)
-        found = self._entries.get(key)
-        if found is None:
-            found = self._entries[key] = self._compute(lexer_state, root)
-            self.computed += 1
-            while len(self._entries) > ENTRIES:
-                self._entries.popitem(last=False)
+        with self._lock:  # every reply's thread shares the splits
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found
+        found = self._compute(lexer_state, root)  # outside the lock: the other replies' lookups go on
+        with self._lock:
+            if key not in self._entries:
+                self._entries[key] = found
+                self.computed += 1
+                self.nbytes += found.nbytes
+            while self.nbytes > ENTRY_BYTES and len(self._entries) > 1:
+                self.nbytes -= self._entries.popitem(last=False)[1].nbytes
         return found
 
     def _runs(self, root: int) -> list[tuple[int, int]]:
@@ -102,14 +118,14 @@ class SplitEngine:
         if root == 0:
             allowed = alive[levels.token_node] & levels.ordinary
             allowed[levels.token_node == 0] = False  # a token of no bytes is read by no walk
-            return Entry(allowed, listed)
+            return Entry(np.packbits(allowed), listed)
         below = np.asarray(trie.tokens_below(root)[len(trie.ending[root]):], dtype=np.int64)
         return Entry(below[alive[levels.token_node[below]]], listed)
 
     def mask(self, matcher: Any) -> np.ndarray:
         """The mask at the matcher's state, as sorted ids: the lexer's own, and past each edge the parser took."""
         entry = self.entry(tuple(map(tuple, matcher.lexer_state)), 0)
-        allowed = entry.allowed.copy()
+        allowed = np.unpackbits(entry.allowed, count=len(self.vocab)).view(bool)
         extra: list[Any] = []
         self._past(matcher, entry.edges, extra)
         for ids in extra:
