@@ -161,11 +161,16 @@ def place_in_script(script: bytes, output: bytes) -> int | None:
     else after the first occurrence of the longest tail of it (a masked reply skips the prose), else None."""
     if script.startswith(output):
         return len(output)
-    for size in range(min(LOOK_BACK, len(output)), 0, -1):
-        at = script.find(output[-size:])
-        if at >= 0:
-            return at + size
-    return None
+    # The longest tail found: every shorter tail of a tail that occurs occurs too, so the lengths that occur are
+    # 1..k for some k, and k is found by bisection (a few searches of the script, not up to LOOK_BACK of them).
+    low, high = 0, min(LOOK_BACK, len(output))  # a tail of ``low`` bytes occurs (0: trivially); find the largest
+    while low < high:
+        middle = (low + high + 1) // 2
+        if output[-middle:] in script:
+            low = middle
+        else:
+            high = middle - 1
+    return script.find(output[-low:]) + low if low else None
 
 
 class ToyModel:
