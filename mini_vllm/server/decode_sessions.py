@@ -202,6 +202,8 @@ class Session(threading.Thread):
                 with self.guard:
                     self.choosing = False
             self.send(("token", request_id, token))
+            # The next step's noise, drawn while the server handles this token (the same values, off its path).
+            self.model.draw_ahead(self.user_message, len(ids) + 1)
         except Cancelled:
             raise
         except MemoryError:
