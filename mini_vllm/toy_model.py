@@ -148,7 +148,7 @@ SCORED_SCRIPTS: dict[str, str] = {
 SCRIPT_BONUS = 2.0  # added to every token that continues the script: above any noise
 NOISE = 1.0  # seeded uniform noise in [0, NOISE): which continuation wins, and the order of the rest
 CLOSING_BONUS = 1.2  # a token that closes what is open (and EOS): above noise, below the script
-NOISE_AHEAD = 128  # steps of noise drawn ahead and kept (1 MiB each on Tekken): a decode process's replies at once
+NOISE_AHEAD = 64  # steps of noise drawn ahead and kept (1 MiB each on Tekken, inside the decode process's 1 GiB)
 LOOK_BACK = 24  # how many bytes of its own output the model uses to find its place in the script again
 
 
