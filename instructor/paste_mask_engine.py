@@ -1,6 +1,6 @@
 """Paste the server's mask engine into lab-08's starter, to grade what it would earn there (issue 41).
 
-``python -m instructor.paste_mask_engine`` writes ``pasted.py`` into lab-08's folder: the blank starter with
+``.venv/bin/python -m instructor.paste_mask_engine`` writes ``pasted.py`` into lab-08's folder: the blank starter with
 ``TokenMasker.scan`` / ``mask`` and ``TokenIndex`` glued to ``mini_vllm/server/mask_engine.py`` in the fewest
 lines (the automaton's ``table`` when it has one, else every row read through ``step``). Then
 ``make lab-08 LAB_IMPL=pasted`` grades it, and ``rm`` the file. Measured on 2026-12-06: 38.5 / 100 (task 2 26 / 30,
