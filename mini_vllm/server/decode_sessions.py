@@ -174,13 +174,14 @@ class Session(threading.Thread):
         super().__init__(daemon=True, name="mini_vllm-decode-session")
         self.here, self.sampler, self.key, self.model = here, sampler, key, model
         self.user_message, self.thinking, self.send, self.memory_mib = user_message, thinking, send, memory_mib
-        self.inbox: queue.SimpleQueue[tuple[int, list[int]] | None] = queue.SimpleQueue()
+        self.inbox: queue.SimpleQueue[tuple[int, int, list[int]] | None] = queue.SimpleQueue()
+        self.ids: list[int] = []  # the reply so far: each request brings only the ids past what this holds
         self.guard = threading.Lock()  # over ``choosing``: cancel raises inside a choice, never after it
         self.choosing = False
         self.cancelled = False
 
-    def ask(self, request_id: int, ids: list[int]) -> None:
-        self.inbox.put((request_id, ids))
+    def ask(self, request_id: int, known: int, new: list[int]) -> None:
+        self.inbox.put((request_id, known, new))
 
     def run(self) -> None:
         try:
@@ -189,7 +190,9 @@ class Session(threading.Thread):
         except Cancelled:
             pass
 
-    def _choose(self, request_id: int, ids: list[int]) -> None:
+    def _choose(self, request_id: int, known: int, new: list[int]) -> None:
+        ids = self.ids
+        ids[known:] = new
         try:
             if isinstance(self.sampler, BaseException):
                 raise self.sampler
@@ -274,12 +277,12 @@ def worker_main(conn: Any, memory_bytes: int) -> None:
                                               thinking, send, memory_bytes // 1024**2)
             session.start()
         elif kind == "next":
-            _, request_id, sid, ids = message
+            _, request_id, sid, known, new = message
             found = sessions.get(sid)
             if found is None:
                 send(("error", request_id, "RuntimeError", "this reply's session was closed"))
             else:
-                found.ask(request_id, ids)
+                found.ask(request_id, known, new)
         elif kind == "close":
             closed = sessions.pop(message[1], None)
             if closed is not None:

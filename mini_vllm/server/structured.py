@@ -61,9 +61,12 @@ class Chooser:
 
     decoder: DecodeWorker
     sid: int
+    known: int = 0  # the reply's ids the session holds already: each token sends only the new ones
 
     async def __call__(self, output_ids: Sequence[int]) -> int:
-        return await self.decoder.next(self.sid, output_ids)
+        token = await self.decoder.next(self.sid, output_ids, min(self.known, len(output_ids)))
+        self.known = len(output_ids)
+        return token
 
     def close(self) -> None:
         self.decoder.close_session(self.sid)
