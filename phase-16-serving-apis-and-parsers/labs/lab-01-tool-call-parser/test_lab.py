@@ -228,6 +228,21 @@ def test_find_end_tag_examples(body: str, expected: int | None) -> None:
 
 
 @pytest.mark.task(2)
+def test_find_end_tag_stops_at_a_possible_start_of_the_tag() -> None:
+    """A body cut inside its end tag: the scan stops at the "<", so resumed on the grown body it finds the tag."""
+    before = '{"a": "</tool_ \\"<"}  '  # a "<" and a partial tag inside a string, then the tag itself
+    body = before + "</tool_call>"
+    for cut in range(len(before), len(body)):
+        end, state = lab.find_end_tag(body[:cut])
+        assert end is None, f"in {quote(body[:cut])} the end tag has not arrived yet: expected None, got {end}"
+        found, _ = lab.find_end_tag(body, state)
+        assert found == len(before), (
+            f"find_end_tag({quote(body[:cut])}) returned the state {tuple(state)}; resumed from it on "
+            f"{quote(body)}, it must find the end tag at {len(before)}, got {found}: stop *at* a '<' that may "
+            f"start the tag, so the next call looks at it again")
+
+
+@pytest.mark.task(2)
 @given(st.data(), tool_call_replies(max_calls=1))
 def test_find_end_tag_resumes_across_pieces(data: st.DataObject, reply: GeneratedReply) -> None:
     """Fed piece by piece with its saved state, the scanner finds the same end as on the whole body."""
