@@ -237,9 +237,9 @@ def test_find_end_tag_stops_at_a_possible_start_of_the_tag() -> None:
         assert end is None, f"in {quote(body[:cut])} the end tag has not arrived yet: expected None, got {end}"
         found, _ = lab.find_end_tag(body, state)
         assert found == len(before), (
-            f"find_end_tag({quote(body[:cut])}) returned the state {tuple(state)}; resumed from it on "
-            f"{quote(body)}, it must find the end tag at {len(before)}, got {found}: stop *at* a '<' that may "
-            f"start the tag, so the next call looks at it again")
+            f"stop *at* a '<' that may start the tag, so the next call looks at it again: find_end_tag("
+            f"{quote(body[:cut])}) returned the state {tuple(state)}; resumed from it on {quote(body)}, it must "
+            f"find the end tag at {len(before)}, got {found}")
 
 
 @pytest.mark.task(2)

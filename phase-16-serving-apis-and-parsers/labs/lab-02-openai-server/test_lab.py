@@ -468,9 +468,9 @@ def test_a_stop_string_inside_a_call_ends_the_reply() -> None:
             break
     stop_ends = reply.index("STOP") + len("STOP") - 1  # the oracle: the step of the stop's last byte
     assert stopped_at == stop_ends, (
-        f"the stop string 'STOP' inside the call's arguments completes at step {stop_ends}: stopped must turn "
-        f"True there (the stop strings see the answer before the tool parser), got "
-        f"{'never' if stopped_at is None else f'step {stopped_at}'}")
+        f"the stop strings see the answer before the tool parser: the stop string 'STOP' inside the call's "
+        f"arguments completes at step {stop_ends}, so stopped must turn True there; it did "
+        f"{'never' if stopped_at is None else f'at step {stopped_at}'}")
     written = json.dumps({"text": "a STOP b"})
     assert (text, names, fragments) == ("Saving. ", ["write_file"], written[: written.index("STOP")]), (
         "the prose before the call is content, and the call went out up to the stop, nothing after it: "
