@@ -447,7 +447,7 @@ def test_a_failed_feed_is_as_if_it_never_happened() -> None:
 @pytest.mark.task(4)
 @pytest.mark.parametrize("bad", [None, b"<tool_call>", 3, ["x"]], ids=repr)
 def test_non_str_delta_raises_and_loses_nothing(bad: object) -> None:
-    without_it = collect(["ok <tool", "> fine"])  # your own parser, never shown the bad delta
+    written = ("ok <tool> fine", [])  # the oracle: the reply the good deltas carry, prose only
     parser = lab.StreamingToolParser()
     first = parser.feed("ok <tool")
     held = parser.held_text
@@ -457,8 +457,9 @@ def test_non_str_delta_raises_and_loses_nothing(bad: object) -> None:
     second = parser.feed("> fine")
     last = parser.finish()
     got = (first.content + second.content + last.content, [*first.tool_calls, *second.tool_calls, *last.tool_calls])
-    assert got == without_it, (
-        f"a rejected delta must change nothing: without it your parser gave {without_it}, with it {got}")
+    assert got == written, (
+        f"a rejected delta must change nothing: the good deltas carry the prose and calls {written}, "
+        f"your parser gave {got}")
 
 
 @pytest.mark.task(4)
@@ -539,12 +540,14 @@ def test_no_tag_ever_leaks_and_held_text_is_exactly_a_partial_tag(data: st.DataO
 @pytest.mark.task(5)
 def test_finish_releases_a_held_false_alarm() -> None:
     parser = lab.StreamingToolParser()
-    parser.feed("The end is <tool")
-    held = parser.held_text  # whatever feed held back: finish must release exactly that
+    text = "The end is <tool"
+    shown = parser.feed(text).content
     last = parser.finish()
-    assert (last.content, last.tool_calls) == (held, []), (
-        f"finish must release the held {quote(held)} as prose, with no call; got {quote(last.content)}, "
-        f"{last.tool_calls}")
+    got = (shown + last.content, last.tool_calls, parser.held_text)
+    assert got == (text, [], ""), (
+        f"finish must release what feed held back, as prose: the content of feed and finish together is "
+        f"{quote(text)}, with no call, and nothing stays held; got {quote(got[0])} (finish gave "
+        f"{quote(last.content)}), calls {last.tool_calls}, held {quote(got[2])}")
 
 
 @pytest.mark.task(5)
@@ -572,12 +575,12 @@ def test_nothing_after_finish() -> None:
 @pytest.mark.parametrize("reply", ["The end is <tool", "Sure. <tool_call>" + json.dumps(WEATHER)], ids=["held", "open"])
 def test_finish_twice_is_refused_and_gives_nothing_again(reply: str) -> None:
     parser = lab.StreamingToolParser()
-    parser.feed(reply)
-    held, first = parser.held_text, parser.finish()
-    calls = [call(**WEATHER)] if "<tool_call>" in reply else []
-    assert (first.content, first.tool_calls) == (held, calls), (
-        f"the first finish releases the held {quote(held)} and the open call {calls}; got {quote(first.content)}, "
-        f"{first.tool_calls}")
+    shown = parser.feed(reply).content
+    first = parser.finish()
+    prose, calls = ("Sure. ", [call(**WEATHER)]) if "<tool_call>" in reply else (reply, [])  # the oracle
+    assert (shown + first.content, first.tool_calls) == (prose, calls), (
+        f"the first finish releases what feed held and the open call: the content of feed and finish together is "
+        f"{quote(prose)} and the calls {calls}; got {quote(shown + first.content)}, {first.tool_calls}")
     assert parser.held_text == "", "after finish nothing is held any more"
     must_raise(parser.finish, RuntimeError, "a second finish() (the reply is over: the call must not come again)")
 
