@@ -447,7 +447,7 @@ def test_a_failed_feed_is_as_if_it_never_happened() -> None:
 @pytest.mark.task(4)
 @pytest.mark.parametrize("bad", [None, b"<tool_call>", 3, ["x"]], ids=repr)
 def test_non_str_delta_raises_and_loses_nothing(bad: object) -> None:
-    written = ("ok <tool> fine", [])  # the oracle: the reply the good deltas carry, prose only
+    written: tuple[str, list[Any]] = ("ok <tool> fine", [])  # the oracle: the reply the good deltas carry, prose only
     parser = lab.StreamingToolParser()
     first = parser.feed("ok <tool")
     held = parser.held_text
