@@ -19,6 +19,7 @@ change.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -147,6 +148,7 @@ SCORED_SCRIPTS: dict[str, str] = {
 SCRIPT_BONUS = 2.0  # added to every token that continues the script: above any noise
 NOISE = 1.0  # seeded uniform noise in [0, NOISE): which continuation wins, and the order of the rest
 CLOSING_BONUS = 1.2  # a token that closes what is open (and EOS): above noise, below the script
+NOISE_AHEAD = 64  # steps of noise drawn ahead and kept (1 MiB each on Tekken, inside the decode process's 1 GiB)
 LOOK_BACK = 24  # how many bytes of its own output the model uses to find its place in the script again
 
 
@@ -161,11 +163,16 @@ def place_in_script(script: bytes, output: bytes) -> int | None:
     else after the first occurrence of the longest tail of it (a masked reply skips the prose), else None."""
     if script.startswith(output):
         return len(output)
-    for size in range(min(LOOK_BACK, len(output)), 0, -1):
-        at = script.find(output[-size:])
-        if at >= 0:
-            return at + size
-    return None
+    # The longest tail found: every shorter tail of a tail that occurs occurs too, so the lengths that occur are
+    # 1..k for some k, and k is found by bisection (a few searches of the script, not up to LOOK_BACK of them).
+    low, high = 0, min(LOOK_BACK, len(output))  # a tail of ``low`` bytes occurs (0: trivially); find the largest
+    while low < high:
+        middle = (low + high + 1) // 2
+        if output[-middle:] in script:
+            low = middle
+        else:
+            high = middle - 1
+    return script.find(output[-low:]) + low if low else None
 
 
 class ToyModel:
@@ -174,6 +181,27 @@ class ToyModel:
     def __init__(self, tokenizer: Tokenizer, seed: int = 0) -> None:
         self.tokenizer = tokenizer
         self.seed = seed
+        self._noise: dict[tuple[str, int], array[float]] = {}  # drawn ahead: (user message, step) -> noise
+
+    def _draw_noise(self, user_message: str, step: int) -> array[float]:
+        """The seeded noise of one step's scores, as the flat array the scores are handed back in."""
+        digest = hashlib.blake2b(f"scores:{self.seed}:{step}:{user_message}".encode(), digest_size=8)
+        # Written straight into the array handed back (a flat buffer, indexed like a list: tolist() would box
+        # 131,072 floats), with no copy after: on Tekken the copy cost as much as drawing the noise.
+        out = array("d", [0.0]) * self.tokenizer.vocab_size
+        noise = numpy.frombuffer(out, dtype=numpy.float64)
+        numpy.random.default_rng(int.from_bytes(digest.digest(), "big")).random(self.tokenizer.vocab_size, out=noise)
+        noise *= NOISE
+        return out
+
+    def draw_ahead(self, user_message: str, step: int) -> None:
+        """Draw the noise of ``scores`` at ``step`` now (the same values): a decode process calls this between a
+        token and the next request, so drawing 131,072 numbers on Tekken leaves the token's own path."""
+        noise = self._draw_noise(user_message, step)
+        with contextlib.suppress(RuntimeError, StopIteration):  # another reply's thread changed the dict meanwhile
+            while len(self._noise) >= NOISE_AHEAD:
+                self._noise.pop(next(iter(self._noise)), None)
+        self._noise[user_message, step] = noise
 
     def reply_ids(self, user_message: str, prompt_ids: Sequence[int] = ()) -> list[int]:
         # Encoded as the continuation of a prompt, so spm does not add a word-initial space.
@@ -220,8 +248,8 @@ class ToyModel:
             elif THINK_CLOSE not in text:
                 text = EMPTY_THOUGHT.lstrip("\n") + THINK_CLOSE + "\n\n" + text
         script = text.encode("utf-8")
-        digest = hashlib.blake2b(f"scores:{self.seed}:{len(output_ids)}:{user_message}".encode(), digest_size=8)
-        scores = numpy.random.default_rng(int.from_bytes(digest.digest(), "big")).random(tokenizer.vocab_size) * NOISE
+        out = self._noise.pop((user_message, len(output_ids)), None) or self._draw_noise(user_message, len(output_ids))
+        scores = numpy.frombuffer(out, dtype=numpy.float64)
         scores[table.closers] += CLOSING_BONUS
         scores[table.separators] += CLOSING_BONUS - 0.1
         scores[tokenizer.eos_token_id] += CLOSING_BONUS + 0.1
@@ -236,8 +264,6 @@ class ToyModel:
             for size in range(1, min(table.longest, len(rest)) + 1):
                 for token_id in table.by_bytes.get(rest[:size], ()):
                     scores[token_id] += SCRIPT_BONUS + size / (size + 1)
-        out = array("d")  # a flat copy (a memcpy), indexed like a list: tolist() would box 131,072 floats (15 ms)
-        out.frombytes(scores.tobytes())
         return out
 
 

@@ -235,3 +235,16 @@ def test_a_tool_description_costs_what_plain_text_costs(servers: dict[str, Backg
     injected, plain = tokens(INJECTED), tokens(PLAIN)
     assert injected == plain, (f"Chat Completions, tools[0].function.description: special strings are text: "
                                f"{injected} prompt tokens, plain text of the same length {plain}")
+
+
+def test_a_chat_lab_10_refuses_is_a_400_naming_the_messages(servers: dict[str, BackgroundServer]) -> None:
+    """README (In the server): a ChatTemplateError is a 400 naming the request's messages, never a 5xx."""
+    chat = chat_field("user")("weather")
+    chat[4] = {**chat[4], "content": "Checking."}  # content and a call in one message: mistral-common refuses it
+    with pytest.raises(openai.BadRequestError) as caught:
+        chat_client(servers["tekken"]).chat.completions.create(model=MODEL_NAME, messages=chat, max_tokens=3)  # type: ignore[arg-type]
+    body = caught.value.body if isinstance(caught.value.body, dict) else {}
+    error = body.get("error", body)
+    assert caught.value.status_code == 400 and error.get("param") == "messages", (
+        f"lab-10's refusal is a 400 naming messages: {caught.value.status_code} {body}")
+    assert "both content and tool calls" in str(error.get("message")), f"it says what lab-10 refused: {body}"

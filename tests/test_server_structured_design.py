@@ -131,19 +131,18 @@ _solution = load_lab("lab-08", "solution")
 globals().update({name: getattr(_solution, name) for name in _solution.__all__})
 
 
-class TokenMasker(_solution.TokenMasker):
-    def mask(self, state):
-        if len(self.vocab) > 2:  # not the compile's one-token probe: the decode process's first mask
-            hog = bytearray(3 * 1024**3)  # past the decode process's limit
-            del hog
-        return super().mask(state)
+class StructuredSampler(_solution.StructuredSampler):
+    def choose(self, scores):  # the student's code the decode process runs per token (the masks are the server's)
+        hog = bytearray(3 * 1024**3)  # past the decode process's limit
+        del hog
+        return super().choose(scores)
 '''
 
 
 def test_a_reply_past_the_decode_memory_limit_is_a_503_naming_it(tmp_path: Any,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """The OS enforces the decode process's limit (RLIMIT_AS): a mask that needs more is a 503 naming the limit,
-    and the process lives on to serve the next reply."""
+    """The OS enforces the decode process's limit (RLIMIT_AS): a reply whose work there (here the student's
+    sampler) needs more is a 503 naming the limit, and the process lives on to serve the next reply."""
     hog = tmp_path / "hog.py"
     hog.write_text(HOG)
     with BackgroundServer(build_engine("bpe"), pipeline=SOLUTION) as small:
@@ -167,13 +166,12 @@ _solution = load_lab("lab-08", "solution")
 globals().update({name: getattr(_solution, name) for name in _solution.__all__})
 
 
-class TokenMasker(_solution.TokenMasker):
-    def mask(self, state):
-        if len(self.vocab) > 2:  # not the compile's one-token probe: a mask that takes a minute of pure Python
-            end = time.monotonic() + 60
-            while time.monotonic() < end:
-                pass
-        return super().mask(state)
+class StructuredSampler(_solution.StructuredSampler):
+    def choose(self, scores):  # the student's code the decode process runs per token: a minute of pure Python
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            pass
+        return super().choose(scores)
 '''
 SPUN = {"type": "object", "properties": {"spin": {"type": "string", "maxLength": 9}}, "required": ["spin"],
         "additionalProperties": False}
@@ -195,8 +193,9 @@ def spinning(tmp_path: Any) -> str:
 
 
 def test_replies_whose_clients_left_stop_their_cpu(spinning: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ten requests whose first mask would spin for a minute, each client gone after half a second: the decode
-    process's CPU stops (counted by the kernel over the second after they left)."""
+    """Ten requests whose first choice (the student's sampler, in the decode process) would spin for a minute,
+    each client gone after half a second: the decode process's CPU stops (counted by the kernel over the second
+    after they left)."""
     with BackgroundServer(build_engine("bpe"), pipeline=SOLUTION) as small:
         assert post(small, chat({"type": "boolean"})).status_code == 200  # the decode process is up
         monkeypatch.setenv("LAB_IMPL_08", spinning)
@@ -221,7 +220,7 @@ def test_replies_whose_clients_left_stop_their_cpu(spinning: str, monkeypatch: p
 
 
 def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A constrained stream whose masks are cached keeps its pace beside a reply whose first mask spins: its
+    """A constrained stream whose masks are cached keeps its pace beside a reply whose first choice spins: its
     largest gap beside stays within twice its largest gap alone, in the same run."""
     with BackgroundServer(build_engine("bpe", token_delay_s=0.02), pipeline=SOLUTION) as small:
         warm = {"type": "object", "properties": {"w": {"type": "string", "maxLength": 200}}, "required": ["w"],
@@ -247,10 +246,10 @@ def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: 
         while stats(small)["sessions"] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         monkeypatch.setenv("LAB_IMPL_08", "solution")
-        time.sleep(0.3)  # the spinning mask has begun
+        time.sleep(0.3)  # the spinning choice has begun
         beside = largest_gap()
         assert beside <= 2 * alone, (
-            f"a stall: the warm stream's largest gap was {beside * 1000:.0f} ms beside a reply computing a mask, "
+            f"a stall: the warm stream's largest gap was {beside * 1000:.0f} ms beside a reply spinning in its choice, "
             f"against {alone * 1000:.0f} ms alone in the same run (the bound is twice that)")
 
 
@@ -284,3 +283,81 @@ def test_a_schema_whose_regex_compiles_past_its_budget_is_served_with_a_stack(se
     assert reply.status_code == 200, f"a schema within the limits is served: {reply.text[:300]}"
     assert pool.fallbacks - before == 1, "its regex passed a second of CPU: the stack served it"
     jsonschema.validate(json.loads(reply.json()["choices"][0]["message"]["content"]), schema)
+
+
+def test_a_hundred_concurrent_replies_for_one_cached_schema_stay_under_the_decode_memory_limit() -> None:
+    """The issue's probe on Tekken: 100 requests at once for one cached schema (a string of up to 24 characters,
+    whose masks are each most of the vocabulary), and 100 for json_object. Every reply is served, and the decode
+    process's address space at its peak (``VmPeak``, what RLIMIT_AS bounds) stays under its published limit:
+    the grammar crossed once, the masks are shared, and each reply's thread is small."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 24}}, "required": ["s"],
+              "additionalProperties": False}
+    with BackgroundServer(build_engine("tekken"), pipeline=SOLUTION) as tekken:
+        decoder = tekken.app.state.compile_pool.decoder
+        for response_format in ({"type": "json_schema", "json_schema": {"name": "x", "strict": True, "schema": schema}},
+                                {"type": "json_object"}):
+            def body(i: int, response_format: dict[str, Any] = response_format) -> dict[str, Any]:
+                return {"model": MODEL_NAME, "messages": [{"role": "user", "content": f"hello {i}"}],
+                        "response_format": response_format, "max_tokens": 40}
+
+            assert httpx.post(tekken.base_url + "/chat/completions", json=body(-1), timeout=300).status_code == 200
+
+            async def burst() -> list[int]:
+                async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=200)) as client:
+                    replies = await asyncio.gather(*[client.post(tekken.base_url + "/chat/completions", json=body(i))
+                                                     for i in range(100)])
+                return [reply.status_code for reply in replies]
+
+            codes = asyncio.run(burst())
+            assert codes == [200] * 100, f"every reply served: {sorted(set(codes))}"
+        with open(f"/proc/{decoder._process.pid}/status") as status:
+            peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmPeak"))
+        assert peak < decoder.memory_bytes, (
+            f"the decode process's address space peaked at {peak / 2**20:.0f} MiB, past its limit of "
+            f"{decoder.memory_bytes / 2**20:.0f} MiB")
+
+
+def process_cpu_s(pid: int) -> float:
+    """A process's CPU time so far, as the kernel counts it (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_compile_whose_clients_left_stops_its_cpu() -> None:
+    """Three requests for one slow new grammar (a forced call of eight long strings: tens of seconds of CPU to
+    compile on bpe), every client gone after a second: the compile is killed, so the compile workers spend
+    no CPU in the second after (counted by the kernel), and the next request is served by a fresh worker."""
+    schema = {"type": "object", "properties": {f"gone{j}": {"type": "string", "maxLength": 256} for j in range(8)},
+              "required": [f"gone{j}" for j in range(8)]}
+    body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "hello"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}],
+            "tool_choice": {"type": "function", "function": {"name": "f"}}}
+    with BackgroundServer(build_engine("bpe"), pipeline=SOLUTION) as small:
+        pool = small.app.state.compile_pool
+        assert post(small, chat({"type": "boolean"})).status_code == 200  # a worker is up
+
+        def leave() -> None:
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(small.base_url + "/chat/completions", json=body, timeout=1.0)
+
+        leavers = [threading.Thread(target=leave) for _ in range(3)]
+        for thread in leavers:
+            thread.start()
+        deadline = time.monotonic() + 0.8
+        while not pool._flights and time.monotonic() < deadline:
+            time.sleep(0.02)
+        compiling = pool.pids()
+        assert pool._flights and compiling, "the compile is under way in a worker"
+        for thread in leavers:
+            thread.join(timeout=30)
+        time.sleep(0.3)  # the server notices each disconnect; the last waiter's leaving kills the compile
+        before = sum(process_cpu_s(pid) for pid in compiling)
+        time.sleep(1.0)
+        spent = sum(process_cpu_s(pid) for pid in compiling) - before
+        assert spent < 0.05, f"the abandoned compile must stop, yet its worker spent {spent:.2f} s of CPU after"
+        assert pool.waiting == 0 and not pool._flights
+        assert post(small, chat({"type": "boolean"})).status_code == 200

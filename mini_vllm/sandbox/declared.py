@@ -42,6 +42,7 @@ ATTRIBUTES = {
     "05": {"StopStringChecker.held_text": "str", "StopStringChecker.stopped": "bool",
            "StopStringChecker.stop_reason": "str | None"},
     "06": {"StreamingReasoningParser.held_text": "str", "StreamingReasoningParser.in_reasoning": "bool"},
+    "07": {"ResponsesEventFormatter.output": "list[dict[str, Any]]"},
     "08": {"TokenIndex.stats": "IndexStats", "GrammarCursor.state": "int", "GrammarCursor.pending": "bytes",
            "GrammarCursor.finished": "bool", "StructuredSampler.phase": "str", "StructuredSampler.state": "int"},
     "09": {"ByteMatcher.lexer_state": "LexerState"},

@@ -29,6 +29,12 @@ LIMITS = {
     resource.RLIMIT_FSIZE: 16 * 2**20,  # no file larger than 16 MiB
     resource.RLIMIT_NOFILE: 256,
 }
+# The allocator's settings, per lab, in the child's environment (glibc reads them as the child starts). Lab-07's cost
+# tests count the pages the child's kernel hands it fresh (minor faults, read from /proc on the trusted side):
+# with the threshold fixed, every block of 64 KiB or more is a fresh mapping, so a copy of a long item is pages
+# touched anew each time it is made; glibc's default threshold rises to the size of each block freed, and then
+# the heap serves the same copies again without a fault.
+ALLOCATOR_ENV = {"07": {"MALLOC_MMAP_THRESHOLD_": str(64 * 1024)}}
 MAX_PROCESSES = 64  # RLIMIT_NPROC: counted per user id, and per user namespace on Linux >= 5.14
 GRADER_MEMORY = 4 * 2**30  # bytes of heap the trusted side may take (a whole graded run needs under 1 GiB)
 

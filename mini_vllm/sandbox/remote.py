@@ -28,7 +28,7 @@ from typing import Any
 
 from mini_vllm.sandbox import costs
 from mini_vllm.sandbox.budget import call_budget
-from mini_vllm.sandbox.costs import memory_held, reset_costs
+from mini_vllm.sandbox.costs import fresh_pages, memory_held, reset_costs
 from mini_vllm.sandbox.failures import (
     CallInterrupted,
     CallTimeout,
@@ -152,6 +152,15 @@ class RemoteLab:
         """
         process = self._worker.process
         return 0 if process is None else max(0, memory_held(process.pid) - self._worker.memory_at_start)
+
+    def fresh_pages(self) -> int:
+        """Pages the child's kernel has handed it fresh so far (:func:`fresh_pages`): a count of work, read here.
+
+        Only the growth between two readings around a call means something (the child's start and the tests
+        before count too); lab-07's cost tests bound that growth per delta.
+        """
+        process = self._worker.process
+        return 0 if process is None else fresh_pages(process.pid)
 
     @property
     def import_error(self) -> str | None:

@@ -33,6 +33,7 @@ from mini_vllm.sandbox.failures import (
 from mini_vllm.sandbox.parent import ParentPeer
 from mini_vllm.sandbox.peer import CallTimedOut, ChannelClosed, ServingStopped
 from mini_vllm.sandbox.policy import (
+    ALLOCATOR_ENV,
     DEATHS_PER_NAME,
     OUTPUT_KEPT,
     OUTPUT_PER_TEST,
@@ -149,6 +150,7 @@ class Worker:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "COV_"))}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["HOME"] = workdir
+        env.update(ALLOCATOR_ENV.get(self.number, {}))
         if self.trusted:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
         self.process = subprocess.Popen(

@@ -1,12 +1,13 @@
 """The decode process's side: what it keeps, and one thread per reply, so no reply waits on another's mask.
 
-A new state's first mask is the student's Python over the whole vocabulary (a tenth of a second to
-seconds on Tekken). Run in the process's one loop, it held every other reply's next token until it
-finished. So each reply (a session) runs in a thread of its own, and the interpreter time-slices
-them (every :data:`SWITCH_S` at most): a reply whose masks are cached keeps its pace beside one
-that computes a mask. A session whose client left is stopped where it stands: ``close`` raises
-:class:`Cancelled` inside its thread (``PyThreadState_SetAsyncExc``), so its CPU stops within a
-slice, and the masker it was inside (the student's code, perhaps half way through filling a cache)
+A reply runs the student's code here at every token (lab-08's sampler, lab-09's matcher and parser) and,
+in the student's release, the student's mask walk over the whole vocabulary (a tenth of a second to
+seconds on Tekken; the course's mask engine takes milliseconds). Run in the process's one loop, a slow one
+held every other reply's next token until it finished. So each reply (a session) runs in a thread of its
+own, and the interpreter time-slices them (every :data:`SWITCH_S` at most): a reply whose masks are
+cached keeps its pace beside one that computes a mask. A session whose client left is stopped where it
+stands: ``close`` raises :class:`Cancelled` inside its thread (``PyThreadState_SetAsyncExc``), so its CPU
+stops within a slice, and the masker it was inside (the student's code, perhaps half way through filling a cache)
 is dropped, to be made again by the next request that needs it.
 """
 
@@ -24,13 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mini_vllm.labtypes.lab08 import TOOL_CALL_START, TokenTrie, Vocabulary, token_trie
-from mini_vllm.server.lazy_masks import LazyMasks, MaskCache, rebuild_automaton
+from mini_vllm.server.lazy_masks import LazyMasks, MaskCache, engine_present, rebuild_automaton
 from mini_vllm.server.stack_decoding import StackSession, rebuild_grammar
 
 MASKERS = 8  # grammars whose maskers are kept (a lab-09 masker holds the splits it has met; lab-08's, nothing)
 GRAMMARS = 16  # compiled grammars kept here, each sent once (the server keeps the same list: ``Sent``)
 M_ARENA_MAX = -8  # glibc's mallopt parameter
-STACK_BYTES = 4 * 1024**2  # each session thread's stack
+# Each session thread's stack, counted by RLIMIT_AS: 100 concurrent replies took 790 MiB of address space with 4 MiB
+# stacks (Tekken, one cached schema). Python 3.11 calls Python without the C stack; a lab's walk recurses a token deep.
+STACK_BYTES = 2 * 1024**2
 SWITCH_S = 0.001  # the interpreter's time slice here: how long a mask may hold the GIL before another reply runs
 
 
@@ -90,7 +93,12 @@ class Process:
 
         shim = VocabularyTokenizer(raw_tokens, special, vocab.eos_token_id)
         # The trie once per vocabulary, here: every grammar's masker (lab-08's and lab-09's) walks this one.
-        self.vocabularies[key] = (vocab, token_trie(vocab), ToyModel(shim, seed))  # type: ignore[arg-type]
+        trie = token_trie(vocab)
+        if engine_present():
+            from mini_vllm.server.mask_engine import trie_levels
+
+            trie_levels(trie, len(vocab))  # the mask engine's view of it, once too
+        self.vocabularies[key] = (vocab, trie, ToyModel(shim, seed))  # type: ignore[arg-type]
 
     def open(self, grammar_key: str, vocab_key: str, lab_paths: tuple[str, str], thinking: bool,
              tool_call: bool) -> tuple[Any, tuple[str, ...]]:
@@ -111,10 +119,17 @@ class Process:
             kind, data = pickle.loads(self.grammars[grammar_key])
             if kind == "regex":
                 automaton = rebuild_automaton(data)
-                made = (automaton, LazyMasks("\0".join(key), lab08, automaton, vocab, trie, self.masks, self.lock))
+                made = (automaton, LazyMasks("\0".join(key), data, automaton, lab08, vocab, trie, self.masks,
+                                             self.lock))
             else:
                 grammar = rebuild_grammar(data)
-                made = (grammar, load_lab("lab-09", lab_paths[1]).SplitMasker(grammar, vocab, trie))
+                if engine_present():
+                    from mini_vllm.server.mask_engine import trie_levels
+                    from mini_vllm.server.stack_masks import SplitEngine
+
+                    made = (grammar, SplitEngine(data[2], vocab, trie, trie_levels(trie, len(vocab))))
+                else:
+                    made = (grammar, load_lab("lab-09", lab_paths[1]).SplitMasker(grammar, vocab, trie))
             found = made
             with self.lock:
                 self.maskers[key] = found
@@ -187,6 +202,8 @@ class Session(threading.Thread):
                 with self.guard:
                     self.choosing = False
             self.send(("token", request_id, token))
+            # The next step's noise, drawn while the server handles this token (the same values, off its path).
+            self.model.draw_ahead(self.user_message, len(ids) + 1)
         except Cancelled:
             raise
         except MemoryError:

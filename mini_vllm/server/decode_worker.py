@@ -11,10 +11,12 @@ reply's ids so far; the worker answers the token id. Two daemon threads carry th
 Work per vocabulary is done there once: the vocabulary arrives once, and its trie (``token_trie``,
 about a second of Python on Tekken) is built once and shared by every grammar's masker. A grammar
 arrives once too (its key is its hash; the server and the process keep the same list), and its
-masker is made at its first request and kept: lab-08's ``TokenMasker`` asked for a state's mask at
-the state's first visit (``lazy_masks``: cached as arrays, bounded in bytes), or, for a grammar with
-a stack (``stack_decoding``), lab-09's ``SplitMasker``. Each reply runs in a thread of its own there,
-time-sliced, and is cancelled where it stands when its client leaves (``decode_sessions``).
+masker is made at its first request and kept: the server's mask engine (``mask_engine``; in the
+student's release, lab-08's ``TokenMasker``) asked for a state's mask at the state's first visit
+(``lazy_masks``: cached as arrays, bounded in bytes), or, for a grammar with a stack
+(``stack_decoding``), the engine's split (``stack_masks``; in the release, lab-09's ``SplitMasker``).
+Each reply runs in a thread of its own there, time-sliced, and is cancelled where it stands when its
+client leaves (``decode_sessions``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ lab-08's ``StructuredSampler`` owns the choice: free while the model thinks, the
 token after. It reads a byte automaton (``start``, ``step``, ``is_accepting``) and asks
 ``allowed_at(state)`` for the mask. A grammar with a stack has no finite set of states, so
 :class:`MatcherView` shows lab-09's ``ByteMatcher`` as such an automaton: each byte read makes a
-new state id (a checkpoint of the matcher), and ``allowed_at`` is lab-09's ``SplitMasker`` there.
+new state id (a checkpoint of the matcher), and ``allowed_at`` is the mask there: what the lexer alone
+decides from the server's engine (``stack_masks``), and lab-09's matcher and parser past each edge where
+a lexeme ends. A mask is kept per reply while the parser stands where it stood (inside a string, the
+parser never moves: every token there is a lookup).
 
 State ids never repeat, so whatever a sampler keeps per state grows with the reply. A session
 therefore hands the reply to a fresh sampler every :data:`SAMPLER_TOKENS` constrained tokens,
@@ -14,13 +17,17 @@ construction (a few ms) is paid once per that many tokens.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import count
 from typing import Any
 
+import numpy as np
+
 from mini_vllm.labtypes.lab08 import CONSTRAINED, DEAD, ByteAutomaton, Vocabulary
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
 
+VIEW_MASKS = 4  # masks one reply keeps (each an array of up to 127,807 ids on Tekken: 1 MiB; inside a string, one)
 SAMPLER_TOKENS = 16  # constrained tokens one sampler chooses before a fresh one takes over
 
 
@@ -51,6 +58,8 @@ class MatcherView:
     def __init__(self, matcher: Any, masker: Any) -> None:
         self.matcher = matcher
         self.masker = masker
+        self.epoch = 0  # bumped when the parser goes back: a parser checkpoint then may stand for another parse
+        self._masks: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
         self._ids = count(1)
         self.start = 0
         self._at = 0
@@ -72,10 +81,19 @@ class MatcherView:
         self._goto(state)
         return bool(self.matcher.can_end())
 
-    def allowed_at(self, state: int) -> list[int]:
+    def allowed_at(self, state: int) -> np.ndarray:
         self.asked = state
         self._goto(state)
-        return list(self.masker.mask(self.matcher))
+        # The mask depends on the parser and the lexer state only: within one epoch a parser checkpoint names one parse.
+        key = (self.epoch, getattr(self.matcher.checkpoint(), "parser", object()),
+               tuple(map(tuple, self.matcher.lexer_state)))
+        found = self._masks.get(key)
+        if found is None:
+            found = self._masks[key] = np.asarray(self.masker.mask(self.matcher), dtype=np.int64)  # the engine's, or
+            found.flags.writeable = False  # lab-09's SplitMasker's list (in the student's release)
+            while len(self._masks) > VIEW_MASKS:
+                self._masks.popitem(last=False)
+        return found
 
     def restart(self, state: int, data: bytes) -> None:
         """Start again (state 0, nothing remembered) where ``data`` leads from ``state``."""
@@ -91,8 +109,11 @@ class MatcherView:
             return
         mark, path = self._marks[state]
         if self._marks[self._at][1].startswith(path):  # an earlier state of this path: its checkpoint still holds
+            if getattr(mark, "parser", None) != getattr(self._marks[self._at][0], "parser", None):
+                self.epoch += 1
             self.matcher.rollback(mark)
         else:  # another branch: back to the start, then its bytes again
+            self.epoch += 1
             self.matcher.rollback(self._marks[self.start][0])
             for byte in path:
                 if not self.matcher.feed(byte):

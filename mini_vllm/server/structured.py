@@ -7,8 +7,9 @@ and lab-08's ``lift_to_bytes`` lifts it, in a worker process the server can kill
 under CPU and memory limits. A grammar with a stack (a recursive schema, ``json_object``: the
 constraint's ``sentence``) is lab-09's grammar instead, each lexeme lifted by lab-08's ``lift_to_bytes``
 in the same worker. No compile walks the vocabulary: the masks are computed as the reply goes, in
-the decode process, by lab-08's ``TokenMasker`` at each state's first visit (``lazy_masks``) or
-lab-09's ``SplitMasker``, over the vocabulary's one trie. While lab-09 is still the
+the decode process, by the server's mask engine at each state's first visit (``lazy_masks``,
+``stack_masks``; in the student's release, lab-08's ``TokenMasker`` and lab-09's ``SplitMasker``), over
+the vocabulary's one trie. While lab-09 is still the
 starter's stub, ``json_object`` falls back to lab-08's flat object, and a recursive schema is the
 501 that names lab-09's task.
 Compiled grammars are kept per (grammar, lab code), in a cache bounded in bytes.

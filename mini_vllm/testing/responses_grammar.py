@@ -50,8 +50,14 @@ class _Item:
     arguments_done: bool = False
 
 
-def check_responses(events: list[Event], lifecycle: bool = True) -> list[Violation]:
-    """Every rule of the Responses grammar the stream breaks. ``lifecycle=False``: items only (tasks 1-2)."""
+def check_responses(events: list[Event], lifecycle: bool = True,
+                    kept: list[dict[str, Any]] | None = None) -> list[Violation]:
+    """Every rule of the Responses grammar the stream breaks. ``lifecycle=False``: items only (tasks 1-2).
+
+    ``kept``: the items the formatter kept (its ``output``), read off it after the stream. Then the final
+    response's output is checked against them (task 3 carries what was kept), and that they are the items as
+    ``output_item.done`` sent them is task 1's rule (its ``close`` keeps them), so each task answers for its own.
+    """
     found: list[Violation] = []
     items: list[_Item] = []  # every item announced, in order
     done_items: list[dict[str, Any]] = []  # as output_item.done sent them
@@ -91,7 +97,7 @@ def check_responses(events: list[Event], lifecycle: bool = True) -> list[Violati
         if lifecycle and i == 1 and kind != "response.in_progress":
             bad(i, 3, "response.in_progress follows response.created", "response.in_progress")
         if kind in ("response.created", "response.in_progress", *RESPONSES_TERMINAL):
-            _check_lifecycle(i, event, done_items, response_id, open_item, bad)
+            _check_lifecycle(i, event, done_items if kept is None else kept, response_id, open_item, bad)
             response_id = response_id or event.get("response", {}).get("id")
             ended = kind in RESPONSES_TERMINAL
             continue
@@ -132,6 +138,9 @@ def check_responses(events: list[Event], lifecycle: bool = True) -> list[Violati
             "a final lifecycle event")
     if not lifecycle and open_item is not None:
         bad(len(events), ITEM_TASK[open_item.kind], "close() closes the open item", "response.output_item.done")
+    if kept is not None and kept != done_items:
+        bad(len(events), 1, "close() keeps every item it closes in output, exactly as output_item.done sent it "
+            f"(kept: {len(kept)} items)", f"{len(done_items)} items as sent")
     return found
 
 
@@ -150,8 +159,8 @@ def _check_lifecycle(i: int, event: Event, done_items: list[dict[str, Any]], res
         bad(i, 3, "every item is closed before the response ends", f"response.output_item.done for output "
             f"{open_item.output_index}")
     if response.get("output") != done_items:
-        bad(i, 3, "the final response's output is the list of items exactly as output_item.done sent them",
-            f"{len(done_items)} items as sent")
+        bad(i, 3, "the final response's output is the list of items closed, as output_item.done sent them and "
+            "output keeps them", f"{len(done_items)} items as sent")
     if kind == "response.incomplete" and (response.get("incomplete_details") or {}).get("reason") != \
             "max_output_tokens":
         bad(i, 3, "a reply cut by max tokens ends with incomplete_details.reason 'max_output_tokens'",

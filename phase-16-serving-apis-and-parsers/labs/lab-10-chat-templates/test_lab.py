@@ -159,6 +159,47 @@ def task1_breaks(family: str, messages: Sequence[Message], tools: Sequence[Tool]
     return False
 
 
+PROBE_TEXTS = ("hi there, in 日本語 🫨", "user\nHello! [1, 2]")  # text holding no special string of any family
+
+
+def encodes_text_exactly(family: str, segments: Sequence[Segment] = ()) -> bool:
+    """Whether your encode_text keeps task 1's other rule, on these segments' texts that hold no special string and
+    on a few probes: such a text encodes exactly as ``encode`` encodes it. Tasks 2 to 4 compare a whole prompt's
+    ids where it does; where it does not (task 1's tests say so), they compare what the ids say: each control id,
+    and the text each run of other ids spells (:func:`spelled`)."""
+    tok = TOKENIZERS[family]
+    texts = [(s.text, s.at_start) for s in segments if s.kind == "text" and s.text
+             and not any(special in s.text for special in specials_of(family))]
+    for text, at_start in [*texts, *((t, a) for t in PROBE_TEXTS for a in (True, False))]:
+        try:
+            ids = ids_of(lab.encode_text(tok, text, at_start), "encode_text")
+        except NotImplementedError:
+            return True  # nothing to blame on task 1 yet: the prompt is checked as it is
+        if ids != (tok.encode(text) if at_start else after_control(family, text)):
+            return False
+    return True
+
+
+def spelled(family: str, ids: Sequence[int]) -> list[int | str]:
+    """A prompt as what it says: each control id, and the text each run of other ids spells."""
+    special = special_id_set(family)
+    out: list[int | str] = []
+    run: list[int] = []
+    for i in ids:
+        if i in special:
+            if run:
+                out.append(raw_text(family, run))
+                run = []
+            out.append(i)
+        else:
+            run.append(i)
+    return out + ([raw_text(family, run)] if run else [])
+
+
+def same_prompt(family: str, ids: Sequence[int], expected: Sequence[int], exact: bool) -> bool:
+    return list(ids) == list(expected) if exact else spelled(family, ids) == spelled(family, expected)
+
+
 def as_x(messages: Sequence[Message], tools: Sequence[Tool] = ()) -> tuple[list[Message], list[Tool]]:
     """The same chat with every piece of client text replaced by "x" (its structure kept)."""
     def call(c: ToolCall) -> ToolCall:
@@ -327,8 +368,11 @@ def test_chatml_ids_are_the_template_encoded(family: str, chat: str) -> None:
     if family != "byte":
         hf_ids = hf_bpe_tokenizer() if family == "bpe" else hf_spm_tokenizer()
         assert hf_ids.encode(text, add_special_tokens=False).ids == expected, "test bug: HF disagrees with encode"
-    assert ids == expected, (f"render_chatml on {family} gives the template's text encoded: got {names(family, ids)}"
-                             f"\nexpected {names(family, expected)}")
+    exact = encodes_text_exactly(family, lab.chatml_segments(messages, (WEATHER,)))  # else task 1's mistake
+    assert same_prompt(family, ids, expected, exact), (
+        f"render_chatml on {family} gives the template's text encoded"
+        f"{'' if exact else ' (its controls and the text between them: your encode_text is task 1s to fix)'}: "
+        f"got {names(family, ids)}\nexpected {names(family, expected)}")
 
 
 @pytest.mark.task(2, points=2)
@@ -409,8 +453,11 @@ def check_mistral(family: str, messages: list[Message], tools: Sequence[Tool] = 
     controls = [s.text for s in segments if s.kind == "control"]
     assert controls == TOKENIZERS[family].convert_ids_to_tokens(control_ids(family, expected)), (
         f"mistral_segments' control tokens on {family} are mistral-common's: {controls}")
-    assert ids == expected, (f"render_mistral equals mistral-common's encode_chat_completion on {family}:\n"
-                             f"got      {names(family, ids)}\nexpected {names(family, expected)}\n(chat: {messages})")
+    exact = encodes_text_exactly(family, segments)  # else task 1's mistake: what the ids say is compared
+    assert same_prompt(family, ids, expected, exact), (
+        f"render_mistral equals mistral-common's encode_chat_completion on {family}"
+        f"{'' if exact else ' (its controls and the text between them: your encode_text is task 1s to fix)'}:\n"
+        f"got      {names(family, ids)}\nexpected {names(family, expected)}\n(chat: {messages})")
 
 
 @pytest.mark.task(3, points=3)
@@ -502,14 +549,20 @@ PREFILL = [Message("system", "Be brief."), Message("user", "hi"), Message("assis
 TAIL = 3  # ids compared at the end of a prompt whose format is another task's mistake
 
 
-def format_is_right(family: str) -> bool:
-    """Whether your task 2 or task 3 renders ``ASKING`` right (without a generation prompt): task 4's tests build
+def format_is_right(family: str, messages: list[Message]) -> bool:
+    """Whether your task 2 or task 3 renders ``messages`` right (without a generation prompt): task 4's tests build
     on it, and a mistake there is that task's (its tests say so)."""
     tok = TOKENIZERS[family]
     if family in CHATML:
-        segments = lab.chatml_segments(ASKING)
-        return "".join(s.text for s in segments) == render_chatml_text(ASKING)
-    return ids_of(lab.render_mistral(tok, ASKING), "render_mistral") == mistral_common_ids(family, ASKING)
+        segments = lab.chatml_segments(messages)
+        return "".join(s.text for s in segments) == render_chatml_text(messages)
+    return same_prompt(family, ids_of(lab.render_mistral(tok, messages), "render_mistral"),
+                       mistral_common_ids(family, messages), encodes_text_exactly(family))
+
+
+def ending(family: str, ids: Sequence[int], exact: bool) -> list[Any]:
+    """How a prompt ends: its last ids, or (where your encode_text is task 1's to fix) the last of what they say."""
+    return list(ids[-TAIL:]) if exact else spelled(family, ids)[-TAIL:]
 
 
 @pytest.mark.task(4, points=3)
@@ -521,13 +574,15 @@ def test_the_generation_prompt_opens_the_reply(family: str) -> None:
         expected = TOKENIZERS[family].encode(render_chatml_text(ASKING, add_generation_prompt=True))
     else:
         expected = mistral_common_ids(family, ASKING)
-    if not format_is_right(family):  # task 2's or task 3's mistake (their tests say so): how the prompt ends
-        assert ids[-TAIL:] == expected[-TAIL:], (
+    exact = encodes_text_exactly(family)  # else task 1's mistake (its tests say so): what the ids say is compared
+    if not format_is_right(family, ASKING):  # task 2's or task 3's mistake (their tests say so): how the prompt ends
+        assert ending(family, ids, exact) == ending(family, expected, exact), (
             f"the generation prompt ends the prompt on {family}: it ends {names(family, ids[-TAIL:])}, "
             f"expected {names(family, expected[-TAIL:])}")
         return
-    assert ids == expected, (f"with add_generation_prompt the prompt ends where the reply starts on {family}:\n"
-                             f"got      {names(family, ids)}\nexpected {names(family, expected)}")
+    assert same_prompt(family, ids, expected, exact), (
+        f"with add_generation_prompt the prompt ends where the reply starts on {family}:\n"
+        f"got      {names(family, ids)}\nexpected {names(family, expected)}")
 
 
 @pytest.mark.task(4, points=3)
@@ -539,14 +594,15 @@ def test_a_prefill_continues_the_last_message(family: str) -> None:
         expected = TOKENIZERS[family].encode(render_chatml_text(PREFILL, continue_final_message=True))
     else:
         expected = mistral_common_ids(family, PREFILL, prefix=True)
-    if not format_is_right(family):  # task 2's or task 3's mistake (their tests say so): how the prompt ends
-        assert ids[-TAIL:] == expected[-TAIL:], (
+    exact = encodes_text_exactly(family)  # else task 1's mistake (its tests say so): what the ids say is compared
+    if not format_is_right(family, PREFILL[:-1]):  # task 2's or 3's mistake (their tests say so): how it ends
+        assert ending(family, ids, exact) == ending(family, expected, exact), (
             f"a prefill ends the prompt with its own text on {family}: it ends {names(family, ids[-TAIL:])}, "
             f"expected {names(family, expected[-TAIL:])}")
         return
-    assert ids == expected, (f"continue_final_message leaves the last assistant message open on {family} "
-                             f"(no end of turn, no EOS):\ngot      {names(family, ids)}\n"
-                             f"expected {names(family, expected)}")
+    assert same_prompt(family, ids, expected, exact), (
+        f"continue_final_message leaves the last assistant message open on {family} (no end of turn, no EOS):\n"
+        f"got      {names(family, ids)}\nexpected {names(family, expected)}")
 
 
 @pytest.mark.task(4, points=2)
