@@ -954,17 +954,23 @@ def test_arguments_stream_as_they_are_written_and_are_never_taken_back(reply: Wr
                 + call_trace(chunks, reply))
 
 
-# Cost: the parser may not re-join or re-read the open block per delta. The test counts the
-# characters handed to the scanners (find_end_tag, CallReader.feed, parse_call) and to any
-# regular expression that the lab's code runs, like lab-04 counts the ids passed to decode.
-# (A plain str method such as find() over the whole body cannot be counted; don't.)
-# That count is taken inside the lab's own process (mini_vllm/sandbox/probes.py), where the code
-# under test could change it, and nothing outside that process shows the work: a parser that
-# re-reads keeps no more memory and sends nothing more. So it is graded where the lab runs in the
-# tests' own process (make test, LAB_SANDBOX=0) and not graded in the grading sandbox, whose scorecard says so.
-NOT_GRADED_IN_THE_SANDBOX = ("it counts the characters your code scans inside its own process, where code can change "
-                             "the count; it still runs there: LAB_SANDBOX=0 .venv/bin/python -m pytest "
-                             "phase-16-serving-apis-and-parsers/labs/lab-01-tool-call-parser -k cost")
+# Cost: the parser may not re-join or re-read the open block per delta. How the work is counted:
+# - where the lab runs in the tests' own process (make test, LAB_SANDBOX=0): the characters handed to the
+#   scanners (find_end_tag, CallReader.feed, parse_call) and to any regular expression the lab's code runs,
+#   like lab-04 counts the ids passed to decode (mini_vllm/sandbox/probes.py). A plain str method such as
+#   find() over the whole body cannot be counted there; don't.
+# - in the grading sandbox (make lab-01, make grade, the autograder), where a count taken inside your process
+#   would be your code's word: the pages the kernel hands your process fresh while a tenth of the stream runs,
+#   read by the grader from /proc (RemoteLab.fresh_pages, as lab-07 does). Your process allocates every block of
+#   64 KiB or more as a fresh mapping, so re-joining (or re-copying) the open block on every delta touches that
+#   many pages anew each time (and the heap is given back as soon as it is free, so it is not reused unseen).
+#   Each tenth after the first may touch a few pages per page of text it brings (the text is kept, in pieces,
+#   and copied a few times on its way), never pages in proportion to the call so far.
+# Either way the count is checked only for a parser that is right: the fragments must be the text as written.
+PAGE_BYTES, CHARACTER_BYTES = 4096, 4  # a str holding an emoji stores 4 bytes per character
+COPIES_ALLOWED = 8  # fresh pages per page of text a tenth brings (the reference touches 1 to 4)
+SLACK_PAGES = 0.5  # per delta: a tenth's messages, sent back at once, and the parser's small objects
+
 
 def long_call(size: int, name_first: bool = True) -> tuple[str, str]:
     """A reply with one call whose argument is ``size`` characters of CJK, emoji, quotes and braces."""
@@ -977,20 +983,54 @@ def long_call(size: int, name_first: bool = True) -> tuple[str, str]:
 
 
 @pytest.mark.task(6)
-@pytest.mark.in_process_only(NOT_GRADED_IN_THE_SANDBOX)
 @pytest.mark.parametrize(("size", "chunk", "name_first"),
                          [(20_000, 1, True), (300_000, 1009, True), (20_000, 1, False)],
                          ids=["20k-by-1", "300k-by-1009", "arguments-first-20k-by-1"])
 def test_cost_per_character_is_constant_inside_one_long_argument(size: int, chunk: int, name_first: bool) -> None:
-    if not isinstance(lab, ModuleType):
-        pytest.skip(f"not graded in the grading sandbox: {NOT_GRADED_IN_THE_SANDBOX}")
     text, arguments_text = long_call(size, name_first)
     chunks = [text[i : i + chunk] for i in range(0, len(text), chunk)]
+    if not isinstance(lab, ModuleType):
+        check_fresh_pages_inside_one_long_argument(chunks, arguments_text)
+        return
     counter = install_probe(lab, "ScanCounter")  # counts inside the module under test
     try:
         check_cost_inside_one_long_argument(counter, chunks, arguments_text)
     finally:
         counter.undo()
+
+
+def check_fresh_pages_inside_one_long_argument(chunks: list[str], arguments_text: str) -> None:
+    """In the grading sandbox: the fresh pages each tenth of the stream costs, read on the grader's side."""
+    lab.restart()  # a fresh child: its heap as your file's import left it, the same on every run
+    warm_up = lab.StreamingToolParser(stream_arguments=True)  # your code's first run is not the first tenth's cost
+    each(warm_up.feed, ["Sure. <tool_call>", '{"name": "f", "arguments": {"a": "東京 🚀"}}', "</tool_call>"])
+    parser = lab.StreamingToolParser(stream_arguments=True)
+    tenth = max(1, len(chunks) // 10)
+    streamed: list[str] = []
+    for start in range(0, len(chunks), tenth):
+        batch = chunks[start : start + tenth]
+        before = lab.fresh_pages()
+        messages = each(parser.feed, batch)
+        cost = lab.fresh_pages() - before
+        streamed += [d.arguments_fragment for message in messages for d in message.tool_call_deltas]
+        so_far = "".join(streamed)  # the answer before the count: it only means something for a parser that is right
+        assert arguments_text.startswith(so_far), (
+            f"the arguments stream as fragments of the text the model wrote, never retracted: after "
+            f"{start + len(batch):,} deltas the fragments join to {quote(so_far[-60:])} (its end), which is not "
+            f"how the arguments {quote(arguments_text[:60])}… go on")
+        if start == 0 or len(batch) < tenth:  # the first tenth (your code's first steps) and the few deltas
+            continue  # left over: checked for their text, not weighed
+        fed, brought = sum(map(len, chunks[: start + len(batch)])), sum(map(len, batch))
+        budget = COPIES_ALLOWED * brought * CHARACTER_BYTES / PAGE_BYTES + SLACK_PAGES * len(batch)
+        assert cost <= budget, (
+            f"each delta must cost the same late in a long call as at its start: the tenth that ends after "
+            f"{fed:,} characters brought {brought:,} characters in {len(batch):,} deltas and made the kernel hand "
+            f"your process {cost:,} fresh pages ({cost / len(batch):,.2f} per delta); at most {budget:,.0f} allowed "
+            f"({COPIES_ALLOWED} per page of text it brought, plus {SLACK_PAGES} per delta). Re-joining or copying "
+            f"the open block (or the call so far) on every delta makes each delta cost as much as the whole call "
+            f"so far: keep the block in pieces and join them once, when it closes")
+    streamed += [d.arguments_fragment for d in parser.finish().tool_call_deltas]
+    assert "".join(streamed) == arguments_text, "the long argument must stream exactly as written"
 
 
 def check_cost_inside_one_long_argument(counter: Any, chunks: list[str], arguments_text: str) -> None:
