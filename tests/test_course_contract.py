@@ -194,18 +194,15 @@ def test_blank_starter_fails_every_graded_test_with_not_implemented(lab_dir: Pat
     assert run.output.rstrip().splitlines()[-1].startswith("graded: starter.py (your code)"), run.output[-500:]
 
 
-# Where a lab's own tests still pay code that returns empty values (measured: make lab-NN with returns_empty, on
-# a2f8beb + the declared-type check). Each is a lab test's doing, not the sandbox's: a cost or memory test that
-# reads its count without checking the answer (issue 42 item 1), a test that passes when the run it depends on
-# breaks another task's rule (lab-04's control run), or one whose cases an empty answer satisfies (a character
-# that is no U+FFFD). Strict: when a lab's tests stop paying, its entry goes (lab-02's, lab-03's and lab-07's
-# went: an empty stream no longer equals an empty stream, the length table is one test, and an empty event
-# stream fails the SDK-type tests).
-STILL_PAYS_EMPTY = {
-    "04": "tests of tasks 3 and 4 that return when your run without the prompt (or with it ending between "
-          "characters) breaks another task's rule, the prompt cost tests among them; and "
-          "test_no_replacement_chars_for_valid_text (an empty answer shows no U+FFFD)",
-}
+# Where a lab's own tests still pay code that returns empty values (measured: make lab-NN with returns_empty).
+# Each would be a lab test's doing, not the sandbox's: a cost or memory test that reads its count without
+# checking the answer (issue 42 item 1), a test that passes when the run it depends on breaks another task's rule,
+# or one whose cases an empty answer satisfies. Strict: when a lab's tests stop paying, its entry goes. None is
+# left: lab-02's, lab-03's and lab-07's went (an empty stream no longer equals an empty stream, the length table
+# is one test, an empty event stream fails the SDK-type tests), and lab-04's (its tasks 3 and 4 excuse a case
+# whose run without the prompt breaks another task's rule only in code that gets the task's simplest case right,
+# and test_no_replacement_chars_for_valid_text first requires the plain words before a split character).
+STILL_PAYS_EMPTY: dict[str, str] = {}
 
 
 def nothing_done_param(lab_dir: Path, kind: str) -> object:

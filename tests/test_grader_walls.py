@@ -244,26 +244,47 @@ def test_the_childs_root_is_read_only_when_an_ordinary_user_grades(
     check_root_is_read_only(graded_as_user[0], "graded by an ordinary user")
 
 
+# instructor/dishonest/every_lab/: a universal liar and code that returns empty values (tests/test_course_contract.py
+# grades each as root, in every lab, beside the blank starter).
+NOTHING_DONE = sorted(p.stem for p in (REPO_ROOT / DISHONEST / "every_lab").glob("*.py"))
+_nothing_done_runs: dict[str, dict[str, LabRun]] = {}
+
+
+def graded_nothing_done(number: str, user_course: UserCourse) -> dict[str, LabRun]:
+    """Each every_lab submission after lab ``number``'s starter, graded by an ordinary user in its own copy of the
+    course, all in one grading process (cached: both kinds' tests read the same batch)."""
+    if number not in _nothing_done_runs:
+        course = user_course.course
+        lab_dir = next((course / LABS_DIR.relative_to(REPO_ROOT)).glob(f"lab-{number}-*"))
+        folder = course / "nothing-done"
+        folder.mkdir(exist_ok=True)
+        files = {kind: folder / f"lab_{number}_{kind}.py" for kind in NOTHING_DONE}
+        for kind, path in files.items():
+            path.write_text((lab_dir / "starter.py").read_text(encoding="utf-8") + "\n\n"
+                            + (course / DISHONEST / "every_lab" / f"{kind}.py").read_text(encoding="utf-8"),
+                            encoding="utf-8")
+        user_course.own(folder)
+        jobs = [Job(kind, {"LAB_SANDBOX": "1", f"LAB_IMPL_{number}": str(path)}) for kind, path in files.items()]
+        _nothing_done_runs[number] = run_jobs(lab_dir, jobs, timeout=900, as_user=user_course.as_user,
+                                              owner=user_course.uid, course=course)
+    return _nothing_done_runs[number]
+
+
 @pytest.mark.slow
 @AS_THE_ORDINARY_USER
-@pytest.mark.parametrize("number", ["04", "09"])  # where it earned most before answers were checked (20.9, 21.4)
-def test_a_universal_liar_earns_nothing_when_an_ordinary_user_grades(number: str, user_course: UserCourse) -> None:
-    """instructor/dishonest/every_lab/says_yes_to_everything.py after the lab's starter, graded by an ordinary user in
-    its own copy (tests/test_course_contract.py grades it as root in every lab)."""
-    course = user_course.course
-    lab_dir = next((course / LABS_DIR.relative_to(REPO_ROOT)).glob(f"lab-{number}-*"))
-    liar = course / "liars" / f"lab_{number}_says_yes.py"
-    liar.parent.mkdir(exist_ok=True)
-    liar.write_text((lab_dir / "starter.py").read_text(encoding="utf-8") + "\n\n"
-                    + (course / DISHONEST / "every_lab" / "says_yes_to_everything.py").read_text(encoding="utf-8"),
-                    encoding="utf-8")
-    user_course.own(liar.parent)
-    runs = run_jobs(lab_dir, [Job("liar", {"LAB_SANDBOX": "1", f"LAB_IMPL_{number}": str(liar)})], timeout=900,
-                    as_user=user_course.as_user, owner=user_course.uid, course=course)
-    run = runs["liar"]
-    assert run.tests, f"nothing was graded:\n{run.output[-2000:]}"
+@pytest.mark.parametrize("kind", NOTHING_DONE)
+@pytest.mark.parametrize("number", ["04", "09"])  # where they earned most before answers were checked
+def test_a_submission_that_implements_nothing_earns_nothing_when_an_ordinary_user_grades(
+        number: str, kind: str, user_course: UserCourse) -> None:
+    """instructor/dishonest/every_lab/<kind>.py after the lab's starter, graded by an ordinary user in its own copy:
+    the universal liar (lab-04 20.9 and lab-09 21.4 before values crossed as declared data) and code that returns
+    empty values (lab-04 43.5 here, before its tasks 3 and 4 stopped excusing an empty answer) each earn nothing."""
+    run = graded_nothing_done(number, user_course)[kind]
+    assert run.tests, f"{kind}: nothing was graded:\n{run.output[-2000:]}"
     earned = [f"{t['name']}: {t['score']:.2f}" for t in run.tests if t["score"] > 0]
-    assert run.results["score"] == 0 and not earned, "a universal liar must earn nothing:\n" + "\n".join(earned)
+    assert run.results["score"] == 0 and not earned, (
+        f"lab-{number}: {kind} implements no task, so it must earn nothing when an ordinary user grades it; it got "
+        f"{run.results['score']}:\n" + "\n".join(earned))
 
 
 def test_the_child_sees_only_its_allow_list() -> None:

@@ -763,6 +763,22 @@ def test_nothing_is_chosen_after_eos_or_where_no_token_is_allowed() -> None:
     assert "0" in str(error), f"the error must name the state (0) where no token is allowed: {error}"
 
 
+@pytest.mark.task(5)
+def test_samplers_over_many_vocabularies_each_think_in_their_own() -> None:
+    """A server makes a sampler per reply over its model's vocabulary: with twelve vocabularies' samplers alive at
+    once (more than a per-vocabulary memo should keep), each free choice is among its own ordinary tokens."""
+    size = 12
+    vocabs = [Vocabulary(tokens=[b"x" if i == k + 1 else None for i in range(size + 1)], eos_token_id=0)
+              for k in range(size)]  # vocabulary k: one ordinary token, id k + 1; every other id is special
+    samplers = [lab.StructuredSampler(no_newline_automaton(), vocab, lambda s: [], thinking=True) for vocab in vocabs]
+    chosen = [sampler.choose([1.0 if data is not None else 5.0 for data in vocab.tokens])
+              for sampler, vocab in zip(samplers, vocabs, strict=True)]
+    assert chosen == list(range(1, size + 1)), (
+        "while thinking, the choice is free among the vocabulary's own ordinary tokens (a special token, None in "
+        f"tokens, is never chosen, however well it scores): the twelve samplers chose {chosen}, each should choose "
+        f"its vocabulary's one ordinary token, {list(range(1, size + 1))}")
+
+
 # A vocabulary made for the thinking-phase rule: tokens that end a thought with a rest after the tag (and every
 # single byte after them, so any text can be spelled).
 ENDINGS = [None, b"</think", b">junk", b">{", b"hm", b"<tool_call>x", b"<tool_call>{", b"<tool", b">xab", b">ab",
