@@ -12,9 +12,7 @@ test``, ``LAB_SANDBOX=0``), never in the grading sandbox, and :func:`install` re
 lab. There, lab-06's and lab-08's tests measure from outside instead (the child's memory as the
 kernel counts it: ``RemoteLab.memory_in_use``), and so do lab-07's cost tests (the pages the kernel
 hands the child fresh: ``RemoteLab.fresh_pages``, a formatter's copies of its item being fresh mappings
-there); lab-01's cost test, which has no such measure (a parser that re-reads keeps no more memory and
-sends nothing more), is not graded there and the scorecard says so (``in_process_only`` in
-mini_vllm/testing/grading.py).
+there), and lab-01's (a parser's copies of its open block, the same way).
 """
 
 from __future__ import annotations

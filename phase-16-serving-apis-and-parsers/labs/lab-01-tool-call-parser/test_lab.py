@@ -228,6 +228,21 @@ def test_find_end_tag_examples(body: str, expected: int | None) -> None:
 
 
 @pytest.mark.task(2)
+def test_find_end_tag_stops_at_a_possible_start_of_the_tag() -> None:
+    """A body cut inside its end tag: the scan stops at the "<", so resumed on the grown body it finds the tag."""
+    before = '{"a": "</tool_ \\"<"}  '  # a "<" and a partial tag inside a string, then the tag itself
+    body = before + "</tool_call>"
+    for cut in range(len(before), len(body)):
+        end, state = lab.find_end_tag(body[:cut])
+        assert end is None, f"in {quote(body[:cut])} the end tag has not arrived yet: expected None, got {end}"
+        found, _ = lab.find_end_tag(body, state)
+        assert found == len(before), (
+            f"stop *at* a '<' that may start the tag, so the next call looks at it again: find_end_tag("
+            f"{quote(body[:cut])}) returned the state {tuple(state)}; resumed from it on {quote(body)}, it must "
+            f"find the end tag at {len(before)}, got {found}")
+
+
+@pytest.mark.task(2)
 @given(st.data(), tool_call_replies(max_calls=1))
 def test_find_end_tag_resumes_across_pieces(data: st.DataObject, reply: GeneratedReply) -> None:
     """Fed piece by piece with its saved state, the scanner finds the same end as on the whole body."""
@@ -432,7 +447,7 @@ def test_a_failed_feed_is_as_if_it_never_happened() -> None:
 @pytest.mark.task(4)
 @pytest.mark.parametrize("bad", [None, b"<tool_call>", 3, ["x"]], ids=repr)
 def test_non_str_delta_raises_and_loses_nothing(bad: object) -> None:
-    without_it = collect(["ok <tool", "> fine"])  # your own parser, never shown the bad delta
+    written: tuple[str, list[Any]] = ("ok <tool> fine", [])  # the oracle: the reply the good deltas carry, prose only
     parser = lab.StreamingToolParser()
     first = parser.feed("ok <tool")
     held = parser.held_text
@@ -442,8 +457,9 @@ def test_non_str_delta_raises_and_loses_nothing(bad: object) -> None:
     second = parser.feed("> fine")
     last = parser.finish()
     got = (first.content + second.content + last.content, [*first.tool_calls, *second.tool_calls, *last.tool_calls])
-    assert got == without_it, (
-        f"a rejected delta must change nothing: without it your parser gave {without_it}, with it {got}")
+    assert got == written, (
+        f"a rejected delta must change nothing: the good deltas carry the prose and calls {written}, "
+        f"your parser gave {got}")
 
 
 @pytest.mark.task(4)
@@ -524,12 +540,14 @@ def test_no_tag_ever_leaks_and_held_text_is_exactly_a_partial_tag(data: st.DataO
 @pytest.mark.task(5)
 def test_finish_releases_a_held_false_alarm() -> None:
     parser = lab.StreamingToolParser()
-    parser.feed("The end is <tool")
-    held = parser.held_text  # whatever feed held back: finish must release exactly that
+    text = "The end is <tool"
+    shown = parser.feed(text).content
     last = parser.finish()
-    assert (last.content, last.tool_calls) == (held, []), (
-        f"finish must release the held {quote(held)} as prose, with no call; got {quote(last.content)}, "
-        f"{last.tool_calls}")
+    got = (shown + last.content, last.tool_calls, parser.held_text)
+    assert got == (text, [], ""), (
+        f"finish must release what feed held back, as prose: the content of feed and finish together is "
+        f"{quote(text)}, with no call, and nothing stays held; got {quote(got[0])} (finish gave "
+        f"{quote(last.content)}), calls {last.tool_calls}, held {quote(got[2])}")
 
 
 @pytest.mark.task(5)
@@ -557,12 +575,12 @@ def test_nothing_after_finish() -> None:
 @pytest.mark.parametrize("reply", ["The end is <tool", "Sure. <tool_call>" + json.dumps(WEATHER)], ids=["held", "open"])
 def test_finish_twice_is_refused_and_gives_nothing_again(reply: str) -> None:
     parser = lab.StreamingToolParser()
-    parser.feed(reply)
-    held, first = parser.held_text, parser.finish()
-    calls = [call(**WEATHER)] if "<tool_call>" in reply else []
-    assert (first.content, first.tool_calls) == (held, calls), (
-        f"the first finish releases the held {quote(held)} and the open call {calls}; got {quote(first.content)}, "
-        f"{first.tool_calls}")
+    shown = parser.feed(reply).content
+    first = parser.finish()
+    prose, calls = ("Sure. ", [call(**WEATHER)]) if "<tool_call>" in reply else (reply, [])  # the oracle
+    assert (shown + first.content, first.tool_calls) == (prose, calls), (
+        f"the first finish releases what feed held and the open call: the content of feed and finish together is "
+        f"{quote(prose)} and the calls {calls}; got {quote(shown + first.content)}, {first.tool_calls}")
     assert parser.held_text == "", "after finish nothing is held any more"
     must_raise(parser.finish, RuntimeError, "a second finish() (the reply is over: the call must not come again)")
 
@@ -936,17 +954,23 @@ def test_arguments_stream_as_they_are_written_and_are_never_taken_back(reply: Wr
                 + call_trace(chunks, reply))
 
 
-# Cost: the parser may not re-join or re-read the open block per delta. The test counts the
-# characters handed to the scanners (find_end_tag, CallReader.feed, parse_call) and to any
-# regular expression that the lab's code runs, like lab-04 counts the ids passed to decode.
-# (A plain str method such as find() over the whole body cannot be counted; don't.)
-# That count is taken inside the lab's own process (mini_vllm/sandbox/probes.py), where the code
-# under test could change it, and nothing outside that process shows the work: a parser that
-# re-reads keeps no more memory and sends nothing more. So it is graded where the lab runs in the
-# tests' own process (make test, LAB_SANDBOX=0) and not graded in the grading sandbox, whose scorecard says so.
-NOT_GRADED_IN_THE_SANDBOX = ("it counts the characters your code scans inside its own process, where code can change "
-                             "the count; it still runs there: LAB_SANDBOX=0 .venv/bin/python -m pytest "
-                             "phase-16-serving-apis-and-parsers/labs/lab-01-tool-call-parser -k cost")
+# Cost: the parser may not re-join or re-read the open block per delta. How the work is counted:
+# - where the lab runs in the tests' own process (make test, LAB_SANDBOX=0): the characters handed to the
+#   scanners (find_end_tag, CallReader.feed, parse_call) and to any regular expression the lab's code runs,
+#   like lab-04 counts the ids passed to decode (mini_vllm/sandbox/probes.py). A plain str method such as
+#   find() over the whole body cannot be counted there; don't.
+# - in the grading sandbox (make lab-01, make grade, the autograder), where a count taken inside your process
+#   would be your code's word: the pages the kernel hands your process fresh while a tenth of the stream runs,
+#   read by the grader from /proc (RemoteLab.fresh_pages, as lab-07 does). Your process allocates every block of
+#   64 KiB or more as a fresh mapping, so re-joining (or re-copying) the open block on every delta touches that
+#   many pages anew each time (and the heap is given back as soon as it is free, so it is not reused unseen).
+#   Each tenth after the first may touch a few pages per page of text it brings (the text is kept, in pieces,
+#   and copied a few times on its way), never pages in proportion to the call so far.
+# Either way the count is checked only for a parser that is right: the fragments must be the text as written.
+PAGE_BYTES, CHARACTER_BYTES = 4096, 4  # a str holding an emoji stores 4 bytes per character
+COPIES_ALLOWED = 8  # fresh pages per page of text a tenth brings (the reference touches 1 to 4)
+SLACK_PAGES = 0.5  # per delta: a tenth's messages, sent back at once, and the parser's small objects
+
 
 def long_call(size: int, name_first: bool = True) -> tuple[str, str]:
     """A reply with one call whose argument is ``size`` characters of CJK, emoji, quotes and braces."""
@@ -959,20 +983,54 @@ def long_call(size: int, name_first: bool = True) -> tuple[str, str]:
 
 
 @pytest.mark.task(6)
-@pytest.mark.in_process_only(NOT_GRADED_IN_THE_SANDBOX)
 @pytest.mark.parametrize(("size", "chunk", "name_first"),
                          [(20_000, 1, True), (300_000, 1009, True), (20_000, 1, False)],
                          ids=["20k-by-1", "300k-by-1009", "arguments-first-20k-by-1"])
 def test_cost_per_character_is_constant_inside_one_long_argument(size: int, chunk: int, name_first: bool) -> None:
-    if not isinstance(lab, ModuleType):
-        pytest.skip(f"not graded in the grading sandbox: {NOT_GRADED_IN_THE_SANDBOX}")
     text, arguments_text = long_call(size, name_first)
     chunks = [text[i : i + chunk] for i in range(0, len(text), chunk)]
+    if not isinstance(lab, ModuleType):
+        check_fresh_pages_inside_one_long_argument(chunks, arguments_text)
+        return
     counter = install_probe(lab, "ScanCounter")  # counts inside the module under test
     try:
         check_cost_inside_one_long_argument(counter, chunks, arguments_text)
     finally:
         counter.undo()
+
+
+def check_fresh_pages_inside_one_long_argument(chunks: list[str], arguments_text: str) -> None:
+    """In the grading sandbox: the fresh pages each tenth of the stream costs, read on the grader's side."""
+    lab.restart()  # a fresh child: its heap as your file's import left it, the same on every run
+    warm_up = lab.StreamingToolParser(stream_arguments=True)  # your code's first run is not the first tenth's cost
+    each(warm_up.feed, ["Sure. <tool_call>", '{"name": "f", "arguments": {"a": "東京 🚀"}}', "</tool_call>"])
+    parser = lab.StreamingToolParser(stream_arguments=True)
+    tenth = max(1, len(chunks) // 10)
+    streamed: list[str] = []
+    for start in range(0, len(chunks), tenth):
+        batch = chunks[start : start + tenth]
+        before = lab.fresh_pages()
+        messages = each(parser.feed, batch)
+        cost = lab.fresh_pages() - before
+        streamed += [d.arguments_fragment for message in messages for d in message.tool_call_deltas]
+        so_far = "".join(streamed)  # the answer before the count: it only means something for a parser that is right
+        assert arguments_text.startswith(so_far), (
+            f"the arguments stream as fragments of the text the model wrote, never retracted: after "
+            f"{start + len(batch):,} deltas the fragments join to {quote(so_far[-60:])} (its end), which is not "
+            f"how the arguments {quote(arguments_text[:60])}… go on")
+        if start == 0 or len(batch) < tenth:  # the first tenth (your code's first steps) and the few deltas
+            continue  # left over: checked for their text, not weighed
+        fed, brought = sum(map(len, chunks[: start + len(batch)])), sum(map(len, batch))
+        budget = COPIES_ALLOWED * brought * CHARACTER_BYTES / PAGE_BYTES + SLACK_PAGES * len(batch)
+        assert cost <= budget, (
+            f"each delta must cost the same late in a long call as at its start: the tenth that ends after "
+            f"{fed:,} characters brought {brought:,} characters in {len(batch):,} deltas and made the kernel hand "
+            f"your process {cost:,} fresh pages ({cost / len(batch):,.2f} per delta); at most {budget:,.0f} allowed "
+            f"({COPIES_ALLOWED} per page of text it brought, plus {SLACK_PAGES} per delta). Re-joining or copying "
+            f"the open block (or the call so far) on every delta makes each delta cost as much as the whole call "
+            f"so far: keep the block in pieces and join them once, when it closes")
+    streamed += [d.arguments_fragment for d in parser.finish().tool_call_deltas]
+    assert "".join(streamed) == arguments_text, "the long argument must stream exactly as written"
 
 
 def check_cost_inside_one_long_argument(counter: Any, chunks: list[str], arguments_text: str) -> None:

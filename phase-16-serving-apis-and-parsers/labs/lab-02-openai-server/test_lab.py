@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -421,8 +422,9 @@ def test_pipeline_alone_says_it_stopped_at_the_stop_string() -> None:
         f"(the D of END), got {'never' if when is None else f'step {when + 1}'}")
 
 
-def check_two_calls_reported(stop: tuple[str, ...]) -> None:
-    """Two calls pushed byte by byte: StepOutput.tool_calls and the fragments report each exactly once."""
+def check_two_calls_reported(stop: tuple[str, ...]) -> tuple[str, list[Any]]:
+    """Two calls pushed byte by byte: StepOutput.tool_calls and the fragments report each exactly once.
+    Returns the reply (ASCII: one byte, one step) and the pushes' outputs."""
     first, second = {"city": "Paris"}, {"city": "大阪"}
     reply = "Two: " + written_call("get_weather", first) + " and " + written_call("get_weather", second)
     outputs, last, _ = push_bytes(reply, stop=stop)
@@ -434,12 +436,59 @@ def check_two_calls_reported(stop: tuple[str, ...]) -> None:
         fragments[delta.index] = fragments.get(delta.index, "") + (delta.arguments_fragment or "")
     assert fragments == {0: json.dumps(first), 1: json.dumps(second)}, (
         f"the streamed fragments of each call join to its arguments as written: got {fragments}")
+    return reply, outputs
 
 
 @pytest.mark.task(1)
 def test_pipeline_alone_reports_each_completed_call_once() -> None:
     """StepOutput.tool_calls lists each call once, in the step it completes (lab-07 frames calls from it)."""
-    check_two_calls_reported(stop=())
+    reply, outputs = check_two_calls_reported(stop=())
+    # The oracle: the reply is ASCII, one byte per step, so a call closes at the step of its end tag's last byte.
+    closing = [match.end() - 1 for match in re.finditer("</tool_call>", reply)]
+    reported = [step for step, out in enumerate(outputs) for _ in out.tool_calls]
+    assert reported == closing, (
+        f"each call is reported in the step whose token closes its block (the '>' of '</tool_call>', steps "
+        f"{closing}), not later: StepOutput.tool_calls came at steps {reported} (of {len(outputs)} pushes)")
+
+
+@pytest.mark.task(1)
+def test_a_stop_string_inside_a_call_ends_the_reply() -> None:
+    """The stop strings see the answer before the tool parser (as in vLLM): a stop the model writes inside a
+    call's arguments ends the reply there, and the tool parser got the text before it, nothing after."""
+    reply = "Saving. " + written_call("write_file", {"text": "a STOP b"}) + " after"
+    pipeline = lab.OutputPipeline(BYTES, [], SamplingParams(stop=("STOP",)), parse_tool_calls=True)
+    text, fragments, names, stopped_at = "", "", [], None
+    for step, token_id in enumerate(BYTES.encode(reply)):
+        out = pipeline.push(token_id)
+        text += out.text
+        fragments += "".join(d.arguments_fragment for d in out.tool_call_deltas)
+        names += [d.name for d in out.tool_call_deltas if d.name is not None]
+        if pipeline.stopped is True:  # (a bool, as the API says)
+            stopped_at = step
+            break
+    stop_ends = reply.index("STOP") + len("STOP") - 1  # the oracle: the step of the stop's last byte
+    assert stopped_at == stop_ends, (
+        f"the stop strings see the answer before the tool parser: the stop string 'STOP' inside the call's "
+        f"arguments completes at step {stop_ends}, so stopped must turn True there; it did "
+        f"{'never' if stopped_at is None else f'at step {stopped_at}'}")
+    written = json.dumps({"text": "a STOP b"})
+    assert (text, names, fragments) == ("Saving. ", ["write_file"], written[: written.index("STOP")]), (
+        "the prose before the call is content, and the call went out up to the stop, nothing after it: "
+        f"got text {text!r}, names {names}, arguments {fragments!r}")
+
+
+@pytest.mark.task(1)
+def test_pipeline_alone_parses_calls_only_when_asked() -> None:
+    """parse_tool_calls=False (a request that offers no tools, as in vLLM): a call's text is plain content."""
+    reply = "Sure. " + written_call("get_weather", {"city": "Paris"}) + " ok"
+    outputs, last, _ = push_bytes(reply, parse_tool_calls=False)
+    text = "".join(o.text for o in [*outputs, last])
+    calls = [c for o in [*outputs, last] for c in o.tool_calls]
+    deltas = [d for o in [*outputs, last] for d in o.tool_call_deltas]
+    assert (text, calls, deltas, last.finish_reason) == (reply, [], [], "stop"), (
+        "without parse_tool_calls=True the tool parser is not built: the reply is all content, tags included, "
+        f"and finishes with 'stop'; got text {text!r}, calls {calls}, call deltas {deltas}, "
+        f"finish_reason {last.finish_reason!r}")
 
 
 @pytest.mark.task(1)
@@ -979,15 +1028,50 @@ def test_every_chunk_has_openais_fields() -> None:
 
 
 @pytest.mark.task(3)
-def test_a_call_entry_names_the_call_and_opens_its_arguments() -> None:
-    """A call's first entry: index, id, type "function", and function with exactly name and arguments."""
+@pytest.mark.parametrize("fragment", ['{"city"', ""], ids=["with-a-fragment", "name-alone"])
+def test_a_call_entry_names_the_call_and_opens_its_arguments(fragment: str) -> None:
+    """A call's first entry: index, id, type "function", and function with exactly name and arguments
+    (the first fragment, or "" when the name came alone)."""
     formatter = lab.ChunkFormatter("chat", "chatcmpl-7", "toy", 1700000000)
-    delta = SimpleNamespace(index=0, name="get_weather", arguments_fragment='{"city"')
+    delta = SimpleNamespace(index=0, name="get_weather", arguments_fragment=fragment)
     entries = [e for c in formatter.chunks(lab.StepOutput(tool_call_deltas=[delta]))
                for e in c["choices"][0]["delta"].get("tool_calls", [])]
     assert len(entries) == 1 and set(entries[0]) == {"index", "id", "type", "function"} \
-        and entries[0]["function"] == {"name": "get_weather", "arguments": '{"city"'}, (
-            f"one entry: index, id, type, and function {{name, arguments}} (the fragment so far): {entries}")
+        and entries[0]["function"] == {"name": "get_weather", "arguments": fragment}, (
+            f"one entry: index, id, type, and function {{name, arguments}} (arguments {fragment!r}: the fragment "
+            f"so far): {entries}")
+
+
+def deltas_and_finishes(chunks: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Any]]:
+    return [(choice["delta"], choice["finish_reason"]) for chunk in chunks for choice in chunk["choices"]]
+
+
+@pytest.mark.task(3)
+def test_the_last_chunk_has_an_empty_delta_and_the_finish_reason() -> None:
+    """The finish reason goes out alone: the last step's text in its chunk, then an empty delta with the reason."""
+    chat = lab.ChunkFormatter("chat", "chatcmpl-7", "toy", 1700000000)
+    outs = [lab.StepOutput(text="Hi"), lab.StepOutput(text=" there.", finish_reason="stop")]
+    sent = deltas_and_finishes([c for out in outs for c in chat.chunks(out)])
+    assert sent and sent[-1] == ({}, "stop"), (
+        f"the last chunk has an empty delta and the finish reason: it is {sent[-1:]}")
+    assert [finish for _, finish in sent[:-1]] == [None] * (len(sent) - 1), (
+        f"only the last chunk carries the finish reason: {sent}")
+    text = "".join(delta.get("content", "") for delta, _ in sent)
+    assert text == "Hi there.", f"the text of the step that finishes still goes out, before the finish: {sent}"
+
+
+@pytest.mark.task(3)
+def test_thought_and_answer_of_one_step_go_out_in_one_delta() -> None:
+    """A step with both: delta.reasoning, then delta.content, in the same delta (the thought was written first)."""
+    chat = lab.ChunkFormatter("chat", "chatcmpl-7", "toy", 1700000000)
+    for thought, answer in (("Check.", "Yes."), (" Sure.", " Done.")):
+        sent = deltas_and_finishes(chat.chunks(lab.StepOutput(text=answer, reasoning=thought)))
+        keys = [[key for key in delta if key in ("reasoning", "content")] for delta, _ in sent]
+        assert [k for k in keys if k] == [["reasoning", "content"]], (
+            f"thought {thought!r} and answer {answer!r} of one step go out in one delta, reasoning before content: "
+            f"the deltas' keys are {[list(delta) for delta, _ in sent]}")
+        delta = next(delta for delta, _ in sent if "content" in delta)
+        assert (delta["reasoning"], delta["content"]) == (thought, answer), f"the step's text as given: {delta}"
 
 
 # ------------------------------------------- task 4: reasoning in its own channel (lab-06)
