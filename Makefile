@@ -7,8 +7,10 @@ LABS := phase-16-serving-apis-and-parsers/labs
 NOTEBOOKS := phase-16-serving-apis-and-parsers/notebooks
 # `make grade` and `make lab-NN` grade your starters unless you say otherwise (LAB_IMPL=solution make grade).
 GRADE_IMPL := $(or $(LAB_IMPL),starter)
-# What a failing grade says last, instead of make's own "Error 1" banner (see `verdict` below).
-STATUS := build/.status
+# What a failing grade says last, instead of make's own "Error 1" banner (see `verdict` below). The file is
+# this make's own (its process id): two `make lab-05` at once (two terminals, or the course's tests) must
+# not read each other's pytest status.
+STATUS := build/.status-$(shell echo $$PPID)
 # Graded runs: every assertion in a lab's tests carries its own message in the lesson's terms
 # (tests/test_failure_messages.py checks), so pytest's assertion introspection would only add
 # noise under it ("+ where False = <built-in method startswith ...>").
@@ -106,6 +108,7 @@ release: install
 ## Grade LAB_IMPL (default: your starters): scorecard + results.json. Non-zero exit unless all pass.
 grade: run-grade
 	@$(call verdict,grade)
+	@rm -f $(STATUS)-grade
 
 run-grade: install
 	@mkdir -p build
@@ -115,6 +118,7 @@ run-grade: install
 ## One task only: `make lab-07 TASK=1`. Extra pytest options go in ARGS, e.g. `make lab-05 ARGS="-k flush"`.
 lab-%: run-lab-%
 	@$(call verdict,lab-$*)
+	@rm -f $(STATUS)-lab-$*
 
 run-lab-%: install
 	@mkdir -p build

@@ -306,23 +306,17 @@ def test_a_run_that_selects_nothing_claims_nothing() -> None:
 LAB_01 = next(d for d in LAB_DIRS if d.name.startswith("lab-01"))
 
 
-def test_a_test_that_counts_inside_the_lab_is_not_graded_in_the_sandbox() -> None:
-    """lab-01's cost test counts inside the lab's process: graded there, worth 0 and named as such in the sandbox."""
+def test_a_cost_test_is_graded_in_the_sandbox_too() -> None:
+    """lab-01's cost test is counted on the trusted side (the child's fresh pages, from /proc), so the sandbox grades
+    it as the lab's own process does: no cost test is worth 0 there (issue 42)."""
     selected = ["-k", "cost_per_character or test_calls_stream_only_when_asked"]
-    sandboxed = run_lab_tests(LAB_01, {"LAB_IMPL": "solution", "LAB_SANDBOX": "1"}, args=selected)
-    names = [t["name"] for t in sandboxed.tests]
-    assert names and not [n for n in names if "cost_per_character" in n], (
-        f"results.json holds graded tests only, and the cost test is not graded in the sandbox: {names}")
-    assert sandboxed.results["score"] == sandboxed.results["extra_data"]["max_score"] > 0, sandboxed.results
-    said = ("not graded in the grading sandbox (worth 0 here): task 6 "
-            "test_cost_per_character_is_constant_inside_one_long_argument (3 cases)")
-    assert said in sandboxed.output and said in sandboxed.results["output"], sandboxed.output[-1500:]
-    assert "where code can change the count" in sandboxed.output, "the scorecard says why"
-    here = run_lab_tests(LAB_01, {"LAB_IMPL": "solution", "LAB_SANDBOX": "0"}, args=selected)
-    costs = [t for t in here.tests if "cost_per_character" in t["name"]]
-    assert len(costs) == 3 and all(t["score"] == t["max_score"] > 0 for t in costs), (
-        f"in the tests' own process the cost test is graded: {here.tests}")
-    assert "not graded in the grading sandbox" not in here.output
+    for sandbox in ("1", "0"):
+        run = run_lab_tests(LAB_01, {"LAB_IMPL": "solution", "LAB_SANDBOX": sandbox}, args=selected)
+        costs = [t for t in run.tests if "cost_per_character" in t["name"]]
+        assert len(costs) == 3 and all(t["score"] == t["max_score"] > 0 for t in costs), (
+            f"the cost test is graded (LAB_SANDBOX={sandbox}), and the reference earns it: {run.tests}")
+        assert run.results["score"] == run.results["extra_data"]["max_score"] > 0, run.results
+        assert "not graded in the grading sandbox" not in run.output, run.output[-1500:]
 
 
 def test_tests_that_never_ran_earn_no_points() -> None:
