@@ -17,14 +17,14 @@ import contextlib
 import ctypes
 import gc
 import pickle
-import queue
+import socket
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from mini_vllm.labtypes.lab08 import TOOL_CALL_START, TokenTrie, Vocabulary, token_trie
+from mini_vllm.server.decode_wire import error_bytes, read_request, token_bytes
 from mini_vllm.server.lazy_masks import LazyMasks, MaskCache, engine_present, rebuild_automaton
 from mini_vllm.server.stack_decoding import StackSession, rebuild_grammar
 
@@ -167,30 +167,33 @@ class Process:
 
 
 class Session(threading.Thread):
-    """One reply's choices, in a thread of its own: ``ask`` a token, ``cancel`` when its client left."""
+    """One reply's choices, in a thread of its own reading its own socket (``decode_wire``): a request there
+    per token, answered there; ``cancel`` when its client left."""
 
     def __init__(self, here: Process, sampler: Any, key: tuple[str, ...] | None, model: Any, user_message: str,
-                 thinking: bool, send: Callable[[tuple[Any, ...]], None], memory_mib: int) -> None:
+                 thinking: bool, sock: socket.socket, memory_mib: int) -> None:
         super().__init__(daemon=True, name="mini_vllm-decode-session")
         self.here, self.sampler, self.key, self.model = here, sampler, key, model
-        self.user_message, self.thinking, self.send, self.memory_mib = user_message, thinking, send, memory_mib
-        self.inbox: queue.SimpleQueue[tuple[int, int, list[int]] | None] = queue.SimpleQueue()
+        self.user_message, self.thinking, self.sock, self.memory_mib = user_message, thinking, sock, memory_mib
         self.ids: list[int] = []  # the reply so far: each request brings only the ids past what this holds
         self.guard = threading.Lock()  # over ``choosing``: cancel raises inside a choice, never after it
         self.choosing = False
         self.cancelled = False
 
-    def ask(self, request_id: int, known: int, new: list[int]) -> None:
-        self.inbox.put((request_id, known, new))
-
     def run(self) -> None:
         try:
-            while (item := self.inbox.get()) is not None and not self.cancelled:
-                self._choose(*item)
-        except Cancelled:
+            while not self.cancelled and (request := read_request(self.sock)) is not None:
+                self._choose(*request)
+        except (Cancelled, OSError):  # cancelled, or the server's end is gone: nobody waits for this reply
             pass
+        finally:
+            self.sock.close()
 
-    def _choose(self, request_id: int, known: int, new: list[int]) -> None:
+    def _send(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):  # the server closed its end (the reply ended): nobody reads it
+            self.sock.sendall(data)
+
+    def _choose(self, known: int, new: list[int]) -> None:
         ids = self.ids
         ids[known:] = new
         try:
@@ -204,21 +207,23 @@ class Session(threading.Thread):
             finally:
                 with self.guard:
                     self.choosing = False
-            self.send(("token", request_id, token))
+            self._send(token_bytes(token))
             # The next step's noise, drawn while the server handles this token (the same values, off its path).
             self.model.draw_ahead(self.user_message, len(ids) + 1)
         except Cancelled:
             raise
         except MemoryError:
             self.here.out_of_memory()
-            self.send(("error", request_id, "MemoryError", str(self.memory_mib)))
+            self._send(error_bytes("MemoryError", str(self.memory_mib)))
         except BaseException as error:  # the student's sampler may raise anything
-            self.send(("error", request_id, type(error).__name__, str(error)[:2000]))
+            self._send(error_bytes(type(error).__name__, str(error)[:2000]))
 
     def cancel(self) -> None:
-        """Stop this reply: between choices, at once; inside one, by raising Cancelled in the thread."""
+        """Stop this reply: between choices, at once (its socket shut down: the read waiting there ends); inside
+        one, by raising Cancelled in the thread."""
         self.cancelled = True
-        self.inbox.put(None)
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         with self.guard:
             if not self.choosing or self.ident is None:
                 return
@@ -231,6 +236,7 @@ def worker_main(conn: Any, memory_bytes: int) -> None:
     """The decode process: messages in order from the server; each reply's choices in its own thread."""
     import resource
     import sys
+    from multiprocessing.reduction import recv_handle
 
     # Address space is what RLIMIT_AS counts: glibc gives each new thread a malloc arena of 64 MiB of it, and each
     # thread 8 MiB of stack. A few arenas and a smaller stack (the labs' walks recurse at most a token deep).
@@ -240,12 +246,6 @@ def worker_main(conn: Any, memory_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     sys.setswitchinterval(SWITCH_S)
     here = Process()
-    send_lock = threading.Lock()
-
-    def send(message: tuple[Any, ...]) -> None:
-        with send_lock:
-            conn.send(message)
-
     sessions: dict[int, Session] = {}
     while True:
         try:
@@ -263,6 +263,8 @@ def worker_main(conn: Any, memory_bytes: int) -> None:
                 here.grammars.pop(old, None)
         elif kind == "open":
             _, sid, vocab_key, grammar_key, lab_paths, user_message, thinking, tool_call = message
+            sock = socket.socket(fileno=recv_handle(conn))  # the session's socket, sent right after its ``open``
+            sock.setblocking(True)
             here.sent.use(grammar_key)
             sampler: Any
             key: tuple[str, ...] | None = None
@@ -274,21 +276,14 @@ def worker_main(conn: Any, memory_bytes: int) -> None:
             except BaseException as error:  # the student's constructor may raise anything: the first token says so
                 sampler = error
             session = sessions[sid] = Session(here, sampler, key, here.vocabularies[vocab_key][2], user_message,
-                                              thinking, send, memory_bytes // 1024**2)
+                                              thinking, sock, memory_bytes // 1024**2)
             session.start()
-        elif kind == "next":
-            _, request_id, sid, known, new = message
-            found = sessions.get(sid)
-            if found is None:
-                send(("error", request_id, "RuntimeError", "this reply's session was closed"))
-            else:
-                found.ask(request_id, known, new)
         elif kind == "close":
             closed = sessions.pop(message[1], None)
             if closed is not None:
                 closed.cancel()
         elif kind == "stats":  # what this process holds and has computed (tests count work with it)
-            send(("token", message[1], {"masks_computed": here.masks.computed, "mask_bytes": here.masks.nbytes,
+            conn.send(("token", message[1], {"masks_computed": here.masks.computed, "mask_bytes": here.masks.nbytes,
                                         "maskers": len(here.maskers), "grammars": len(here.grammars),
                                         "tries": len(here.vocabularies), "sessions": len(sessions),
                                         "drops": here.drops, "shortages": here.shortages,

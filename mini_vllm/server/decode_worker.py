@@ -4,10 +4,11 @@ A constrained token is pure Python over the whole vocabulary (on Tekken, scores 
 tokens and a masked choice among as many). In a thread of the server's process it would still
 share the GIL with the event loop, and eight such streams stretched another stream's gaps
 several times over. So the choice runs in one spawned process, the place a GPU worker holds
-in vLLM: the server sends a request's grammar (plain data, once) and then, per token, the
-reply's ids the session does not hold yet (a few dozen bytes, written by the event loop itself when nothing
-is queued before it); the worker answers the token id. Two daemon threads carry the messages
-(a send of a big grammar never blocks the loop); a session ends with ``close``.
+in vLLM: the server sends a request's grammar (plain data, once) over the process's pipe (a daemon
+thread writes it: a send of a big grammar never blocks the loop), and opens a session for each reply
+with a socket of its own (``decode_wire``): per token, the event loop writes the reply's ids the
+session does not hold yet (a few bytes) to that socket and reads the token id back from it. A session
+ends with ``close``.
 
 Work per vocabulary is done there once: the vocabulary arrives once, and its trie (``token_trie``,
 about a second of Python on Tekken) is built once and shared by every grammar's masker. A grammar
@@ -28,44 +29,69 @@ import hashlib
 import itertools
 import multiprocessing
 import queue
+import socket
 import threading
 from collections.abc import Sequence
+from multiprocessing.reduction import send_handle
 from typing import Any
 
 from mini_vllm.api.errors import ApiError
 from mini_vllm.labtypes.lab08 import Vocabulary
 from mini_vllm.server.decode_sessions import Sent, worker_main
+from mini_vllm.server.decode_wire import read_answer, request_bytes
 
 # The decode process's address space (RLIMIT_AS), enforced by the OS: Tekken's vocabulary, its trie and the
 # toy model take about 300 MiB of it. A reply whose masks would pass it is a 503 naming the limit (the caches
 # are dropped, so the process goes on serving), never the process's death.
 MEMORY_BYTES = 1024**3
-# A token's request is written to the pipe by the event loop itself when nothing waits in the outbox (the sender
-# thread's hand-off cost a thread switch a token, ~0.1 ms, more under load). A request is a few dozen bytes (the
-# reply's new ids only), and at most this many wait unanswered, so they fit the pipe's 64 KiB and a write never
-# blocks the loop; past it, or behind a queued grammar, they go through the sender thread as before.
-DIRECT_PENDING = 256
 
 
-def _settle(loop: asyncio.AbstractEventLoop, future: asyncio.Future[int], message: tuple[Any, ...]) -> None:
-    """Hand a worker's answer to the coroutine waiting for it, on its own loop."""
+def _failure(name: str, message: str) -> Exception:
+    """The exception a session's error answer stands for."""
+    if name == "NotImplementedError":
+        return NotImplementedError(message)
+    if name == "MemoryError":
+        return ApiError(503, f"this reply's masks needed more than the decode process's memory limit of {message} MiB; "
+                        "its caches were dropped: retry, or simplify the schema", type="server_error",
+                        code="out_of_memory")
+    return RuntimeError(f"{name}: {message}")
+
+
+def _settle(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], message: tuple[Any, ...]) -> None:
+    """Hand a worker's answer on the pipe (``stats``) to the coroutine waiting for it, on its own loop."""
     def settle() -> None:
         if future.done():
             return
         if message[0] == "token":
             future.set_result(message[2])
-        elif message[2] == "NotImplementedError":
-            future.set_exception(NotImplementedError(message[3]))
-        elif message[2] == "MemoryError":
-            future.set_exception(ApiError(
-                503, f"this reply's masks needed more than the decode process's memory limit of {message[3]} MiB; "
-                "its caches were dropped: retry, or simplify the schema",
-                type="server_error", code="out_of_memory"))
         else:
-            future.set_exception(RuntimeError(f"{message[2]}: {message[3]}"))
+            future.set_exception(_failure(message[2], message[3]))
 
     with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
         loop.call_soon_threadsafe(settle)
+
+
+class Channel:
+    """The server's end of one session's socket (non-blocking, read and written by the event loop only)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pending = bytearray()
+
+    async def next(self, ids: Sequence[int], known: int = 0) -> int:
+        """The token after ``ids``; the session already holds the first ``known`` of them (only the rest cross)."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.sock_sendall(self.sock, request_bytes(known, ids[known:]))
+            answer = await read_answer(self.sock, self.pending)
+        except OSError as error:  # its other end closed: the decode process died (or never received it)
+            raise RuntimeError("the decode process died") from error
+        if isinstance(answer, int):
+            return answer
+        raise _failure(*answer)
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 class DecodeWorker:
@@ -73,12 +99,9 @@ class DecodeWorker:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._send_lock = threading.Lock()  # one writer of the pipe at a time: the sender thread or the loop
         self._process: Any = None
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._conn: Any = None
-        self._queued = 0  # messages in the outbox not yet written (a direct write must not overtake them)
-        self._pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[int]]] = {}
+        self._pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = {}
         self._vocabularies: set[str] = set()
         self._sent = Sent()
         self._ids = itertools.count()
@@ -94,26 +117,30 @@ class DecodeWorker:
         child.close()
         self._vocabularies = set()
         self._sent = Sent()
-        outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._outbox, self._conn, self._queued = outbox, conn, 0
-        threading.Thread(target=self._send_all, args=(conn, outbox), daemon=True).start()
+        self._outbox.put(None)  # a dead process's sender: close what it still holds, then stop
+        self._outbox = queue.SimpleQueue()
+        threading.Thread(target=self._send_all, args=(conn, self._outbox, self._process.pid), daemon=True).start()
         threading.Thread(target=self._read_all, args=(conn,), daemon=True).start()
 
-    def _send_all(self, conn: Any, outbox: queue.SimpleQueue[Any]) -> None:
-        while (message := outbox.get()) is not None:
+    @staticmethod
+    def _send_all(conn: Any, outbox: queue.SimpleQueue[Any], pid: int) -> None:
+        broken = False
+        while (item := outbox.get()) is not None:
+            message, theirs = item
             try:
-                with self._send_lock:
+                if not broken:
                     conn.send(message)
+                    if theirs is not None:  # right after its ``open``: the process reads it there
+                        send_handle(conn, theirs.fileno(), pid)
             except (OSError, EOFError):
-                return
-            with self._lock:
-                if self._outbox is outbox:
-                    self._queued -= 1
+                broken = True  # the process died: what follows is dropped, and each session's socket closed
+            finally:
+                if theirs is not None:
+                    theirs.close()  # the process holds its own copy now (or, dead, none: our end reads its end)
 
-    def _post(self, message: tuple[Any, ...]) -> None:
-        """Queue ``message`` for the sender thread (called with ``_lock`` held)."""
-        self._queued += 1
-        self._outbox.put(message)
+    def _post(self, message: tuple[Any, ...], theirs: socket.socket | None = None) -> None:
+        """Queue ``message`` (and a session's socket end to hand over) for the sender thread (``_lock`` held)."""
+        self._outbox.put((message, theirs))
 
     def _read_all(self, conn: Any) -> None:
         while True:
@@ -131,8 +158,11 @@ class DecodeWorker:
             _settle(*entry, ("error", request_id, "RuntimeError", "the decode process died"))
 
     def open(self, vocab_key: str, vocab: Vocabulary, raw: tuple[list[bytes], list[int], int], blob: bytes,
-             lab_paths: tuple[str, str], user_message: str, thinking: bool, tool_call: bool) -> int:
-        """A session for one reply. The vocabulary and the grammar cross to the process once, not per request."""
+             lab_paths: tuple[str, str], user_message: str, thinking: bool, tool_call: bool) -> tuple[int, Channel]:
+        """A session for one reply, and its channel. The vocabulary and the grammar cross to the process once,
+        not per request."""
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
         grammar_key = hashlib.blake2b(blob, digest_size=16).hexdigest()
         with self._lock:
             if self._process is None or not self._process.is_alive():
@@ -145,29 +175,8 @@ class DecodeWorker:
                 self._post(("grammar", grammar_key, blob))
                 self.grammars_sent += 1
             sid = next(self._ids)
-            self._post(("open", sid, vocab_key, grammar_key, lab_paths, user_message, thinking, tool_call))
-        return sid
-
-    async def next(self, sid: int, ids: Sequence[int], known: int = 0) -> int:
-        """The token after ``ids``; the session already holds the first ``known`` of them (only the rest cross)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[int] = loop.create_future()
-        request_id = next(self._ids)
-        message = ("next", request_id, sid, known, list(ids[known:]))
-        with self._lock:
-            self._pending[request_id] = (loop, future)
-            if self._queued == 0 and len(self._pending) <= DIRECT_PENDING and len(message[4]) <= 16 \
-                    and self._send_lock.acquire(blocking=False):
-                try:
-                    self._conn.send(message)
-                except (OSError, EOFError):  # the process died (its reader may have failed the others already)
-                    self._pending.pop(request_id, None)
-                    future.set_exception(RuntimeError("the decode process died"))
-                finally:
-                    self._send_lock.release()
-            else:
-                self._post(message)
-        return await future
+            self._post(("open", sid, vocab_key, grammar_key, lab_paths, user_message, thinking, tool_call), theirs)
+        return sid, Channel(ours)
 
     async def stats(self) -> Any:
         """The process's counts: masks computed, bytes of masks kept, maskers, grammars and vocabularies held."""
@@ -179,7 +188,9 @@ class DecodeWorker:
             self._post(("stats", request_id))
         return await future
 
-    def close_session(self, sid: int) -> None:
+    def close_session(self, sid: int, channel: Channel) -> None:
+        """The reply is over: its session stops (at once, in whatever it was doing), its socket closes."""
+        channel.close()
         with self._lock:
             self._post(("close", sid))
 

@@ -30,7 +30,7 @@ from mini_vllm.grammars.grammar import vocabulary_of
 from mini_vllm.labs import impl_path
 from mini_vllm.labtypes.lab08 import Vocabulary
 from mini_vllm.server.compile_pool import Compiled, CompileJob, CompilePool
-from mini_vllm.server.decode_worker import DecodeWorker
+from mini_vllm.server.decode_worker import Channel, DecodeWorker
 
 _vocabularies: dict[int, tuple[Vocabulary, tuple[list[bytes], list[int], int]]] = {}
 
@@ -50,9 +50,9 @@ class Grammar:
         in the decode process. With thinking on, the thought ends at ``</think>``, or (a forced call) at
         ``<tool_call>``."""
         decoder = self.pool.decoder
-        sid = decoder.open(self.vocab_key, self.vocab, self.raw, self.compiled.blob, self.lab_paths, user_message,
-                           thinking, self.tool_call)
-        return Chooser(decoder, sid)
+        sid, channel = decoder.open(self.vocab_key, self.vocab, self.raw, self.compiled.blob, self.lab_paths,
+                                    user_message, thinking, self.tool_call)
+        return Chooser(decoder, sid, channel)
 
 
 @dataclass
@@ -61,15 +61,16 @@ class Chooser:
 
     decoder: DecodeWorker
     sid: int
+    channel: Channel  # the session's own socket: a token's request and answer cross there
     known: int = 0  # the reply's ids the session holds already: each token sends only the new ones
 
     async def __call__(self, output_ids: Sequence[int]) -> int:
-        token = await self.decoder.next(self.sid, output_ids, min(self.known, len(output_ids)))
+        token = await self.channel.next(output_ids, min(self.known, len(output_ids)))
         self.known = len(output_ids)
         return token
 
     def close(self) -> None:
-        self.decoder.close_session(self.sid)
+        self.decoder.close_session(self.sid, self.channel)
 
 
 def vocabulary(engine: Engine) -> tuple[Vocabulary, tuple[list[bytes], list[int], int]]:

@@ -260,9 +260,9 @@ class StructuredSampler:
     are the thought's; with ``implicit_end`` (``<tool_call>`` for a forced call) it also
     ends where that tag begins, and the tag is the first thing the grammar reads.
 
-    The choice itself is one vectorized argmax over the allowed ids' scores (numpy), as a real
-    server applies its bitmask to the logits: a Python loop over Tekken's 131,072 scores costs
-    milliseconds a token, the gather and argmax a fraction of one.
+    The choice itself is vectorized (numpy), as a real server applies its bitmask to the logits: an
+    argmax over every score, and a gather of the allowed ids' scores only when that token is not
+    allowed (``_best``). A Python loop over Tekken's 131,072 scores costs milliseconds a token.
     """
 
     def __init__(self, automaton: ByteAutomaton, vocab: Vocabulary, allowed_at: Callable[[int], Sequence[int]],
@@ -349,6 +349,13 @@ def _ordinary_ids(vocab: Vocabulary) -> np.ndarray:
 
 def _best(ids: np.ndarray, scores: np.ndarray) -> int:
     """The best-scored of ``ids`` (sorted): argmax returns the first maximum, so a tie goes to the lowest id.
-    ``np.take`` is the same gather as ``scores[ids]`` in about 60 % of its time (Tekken's ~127,800 ids inside a
-    string: a constrained token's largest cost after the model's scores)."""
+
+    First the argmax of every score: when that token is allowed it is the answer (no allowed id scores more, and
+    one scoring the same with a lower id would have been the first maximum). A gather of the allowed ids' scores
+    is needed only when it is not. On Tekken inside a string (~127,800 ids allowed, and the model's favourite
+    among them) that is ~25 µs a token against ~200 µs for the gather and its argmax."""
+    best = int(np.argmax(scores))
+    at = int(np.searchsorted(ids, best))
+    if at < len(ids) and ids[at] == best:
+        return best
     return int(ids[np.argmax(np.take(scores, ids))])
