@@ -184,30 +184,19 @@ class ToyModel:
         self._noise: dict[tuple[str, int], array[float]] = {}  # drawn ahead: (user message, step) -> noise
 
     def _draw_noise(self, user_message: str, step: int) -> array[float]:
-        """The seeded noise of one step's scores, as the flat array the scores are handed back in.
-
-        Each step's noise is the model's one table of uniform numbers (:func:`_noise_table`, drawn once per seed and
-        vocabulary size) turned by a seeded offset: within a step, still one independent uniform number per token,
-        and copying 131,072 numbers costs a tenth of drawing them (on Tekken, ~0.5 ms a token, half of what a
-        constrained token cost the decode process).
-        """
+        """The seeded noise of one step's scores, as the flat array the scores are handed back in."""
         digest = hashlib.blake2b(f"scores:{self.seed}:{step}:{user_message}".encode(), digest_size=8)
-        size = self.tokenizer.vocab_size
-        table = _noise_table(self.seed, size)
-        shift = int.from_bytes(digest.digest(), "big") % size if size else 0
-        # Copied straight into the array handed back (a flat buffer, indexed like a list: tolist() would box
-        # 131,072 floats), with no copy after.
-        out = array("d")
-        data = memoryview(table.data).cast("B")  # the table's bytes, no copy
-        out.frombytes(data[shift * 8:])
-        out.frombytes(data[:shift * 8])
-        if NOISE != 1.0:  # x * 1.0 is x: a pass saved
-            numpy.frombuffer(out, dtype=numpy.float64).__imul__(NOISE)
+        # Written straight into the array handed back (a flat buffer, indexed like a list: tolist() would box
+        # 131,072 floats), with no copy after: on Tekken the copy cost as much as drawing the noise.
+        out = array("d", [0.0]) * self.tokenizer.vocab_size
+        noise = numpy.frombuffer(out, dtype=numpy.float64)
+        numpy.random.default_rng(int.from_bytes(digest.digest(), "big")).random(self.tokenizer.vocab_size, out=noise)
+        noise *= NOISE
         return out
 
     def draw_ahead(self, user_message: str, step: int) -> None:
         """Draw the noise of ``scores`` at ``step`` now (the same values): a decode process calls this between a
-        token and the next request, so copying 131,072 numbers on Tekken (~0.1 ms) leaves the token's own path."""
+        token and the next request, so drawing 131,072 numbers on Tekken leaves the token's own path."""
         noise = self._draw_noise(user_message, step)
         with contextlib.suppress(RuntimeError, StopIteration):  # another reply's thread changed the dict meanwhile
             while len(self._noise) >= NOISE_AHEAD:
@@ -276,24 +265,6 @@ class ToyModel:
                 for token_id in table.by_bytes.get(rest[:size], ()):
                     scores[token_id] += SCRIPT_BONUS + size / (size + 1)
         return out
-
-
-_NOISE_TABLES: dict[tuple[int, int], numpy.ndarray] = {}
-
-
-def _noise_table(seed: int, size: int) -> numpy.ndarray:
-    """``size`` uniform numbers in [0, 1), seeded: every step's noise is this table turned (a few kept, 1 MiB each
-    on Tekken)."""
-    found = _NOISE_TABLES.get((seed, size))
-    if found is None:
-        digest = hashlib.blake2b(f"noise:{seed}".encode(), digest_size=8).digest()
-        found = numpy.random.default_rng(int.from_bytes(digest, "big")).random(size)
-        found.flags.writeable = False
-        with contextlib.suppress(RuntimeError, StopIteration, KeyError):  # another thread trimmed it meanwhile
-            while len(_NOISE_TABLES) >= 4:
-                _NOISE_TABLES.pop(next(iter(_NOISE_TABLES)))
-        _NOISE_TABLES[seed, size] = found
-    return found
 
 
 @dataclass(frozen=True)
