@@ -26,6 +26,7 @@ import random
 import weakref
 from array import array
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,6 +150,9 @@ SCRIPT_BONUS = 2.0  # added to every token that continues the script: above any 
 NOISE = 1.0  # seeded uniform noise in [0, NOISE): which continuation wins, and the order of the rest
 CLOSING_BONUS = 1.2  # a token that closes what is open (and EOS): above noise, below the script
 NOISE_AHEAD = 64  # steps of noise drawn ahead and kept (1 MiB each on Tekken, inside the decode process's 1 GiB)
+# Draws the noise of the steps ahead (``draw_ahead``), made at its first use: one thread, since numpy's fill runs
+# without the GIL and a second core is all a 2-core machine has for it.
+_DRAWER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mini_vllm-noise")
 LOOK_BACK = 24  # how many bytes of its own output the model uses to find its place in the script again
 
 
@@ -181,7 +185,7 @@ class ToyModel:
     def __init__(self, tokenizer: Tokenizer, seed: int = 0) -> None:
         self.tokenizer = tokenizer
         self.seed = seed
-        self._noise: dict[tuple[str, int], array[float]] = {}  # drawn ahead: (user message, step) -> noise
+        self._noise: dict[tuple[str, int], Future[array[float]]] = {}  # drawn ahead: (user message, step) -> noise
 
     def _draw_noise(self, user_message: str, step: int) -> array[float]:
         """The seeded noise of one step's scores, as the flat array the scores are handed back in."""
@@ -191,17 +195,29 @@ class ToyModel:
         out = array("d", [0.0]) * self.tokenizer.vocab_size
         noise = numpy.frombuffer(out, dtype=numpy.float64)
         numpy.random.default_rng(int.from_bytes(digest.digest(), "big")).random(self.tokenizer.vocab_size, out=noise)
-        noise *= NOISE
+        if NOISE != 1.0:  # x * 1.0 is x: a pass over the vocabulary saved
+            noise *= NOISE
         return out
 
     def draw_ahead(self, user_message: str, step: int) -> None:
-        """Draw the noise of ``scores`` at ``step`` now (the same values): a decode process calls this between a
-        token and the next request, so drawing 131,072 numbers on Tekken leaves the token's own path."""
-        noise = self._draw_noise(user_message, step)
-        with contextlib.suppress(RuntimeError, StopIteration):  # another reply's thread changed the dict meanwhile
+        """Start drawing the noise of ``scores`` at ``step`` (the same values) in the model's drawing thread: numpy
+        fills the array without the GIL, so on Tekken the ~0.4 ms of drawing 131,072 numbers runs beside the rest
+        of the token (a decode process calls this as soon as it has a step's scores) instead of on its path."""
+        key = (user_message, step)
+        if key in self._noise:
+            return
+        with contextlib.suppress(RuntimeError, StopIteration, KeyError):  # another reply's thread changed the dict
             while len(self._noise) >= NOISE_AHEAD:
-                self._noise.pop(next(iter(self._noise)), None)
-        self._noise[user_message, step] = noise
+                self._noise.pop(next(iter(self._noise))).cancel()
+        self._noise[key] = _DRAWER.submit(self._draw_noise, user_message, step)
+
+    def _noise_at(self, user_message: str, step: int) -> array[float]:
+        """The noise at ``step``: drawn ahead, or (not asked for, or not started yet: then drawn here, not queued
+        behind other replies' draws) drawn now."""
+        ahead = self._noise.pop((user_message, step), None)
+        if ahead is None or ahead.cancel():
+            return self._draw_noise(user_message, step)
+        return ahead.result()
 
     def reply_ids(self, user_message: str, prompt_ids: Sequence[int] = ()) -> list[int]:
         # Encoded as the continuation of a prompt, so spm does not add a word-initial space.
@@ -248,7 +264,7 @@ class ToyModel:
             elif THINK_CLOSE not in text:
                 text = EMPTY_THOUGHT.lstrip("\n") + THINK_CLOSE + "\n\n" + text
         script = text.encode("utf-8")
-        out = self._noise.pop((user_message, len(output_ids)), None) or self._draw_noise(user_message, len(output_ids))
+        out = self._noise_at(user_message, len(output_ids))
         scores = numpy.frombuffer(out, dtype=numpy.float64)
         scores[table.closers] += CLOSING_BONUS
         scores[table.separators] += CLOSING_BONUS - 0.1

@@ -203,13 +203,13 @@ class Session(threading.Thread):
                 self.choosing = True
             try:
                 scores = self.model.scores(self.user_message, ids, opened_thought=self.thinking)
+                # The next step's noise, drawn beside the choice and the server's turn (the same values).
+                self.model.draw_ahead(self.user_message, len(ids) + 1)
                 token = int(self.sampler.choose(scores))
             finally:
                 with self.guard:
                     self.choosing = False
             self._send(token_bytes(token))
-            # The next step's noise, drawn while the server handles this token (the same values, off its path).
-            self.model.draw_ahead(self.user_message, len(ids) + 1)
         except Cancelled:
             raise
         except MemoryError:
