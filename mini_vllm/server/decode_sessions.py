@@ -202,9 +202,10 @@ class Session(threading.Thread):
             with self.guard:
                 self.choosing = True
             try:
-                scores = self.model.scores(self.user_message, ids, opened_thought=self.thinking)
-                # The next step's noise, drawn beside the choice and the server's turn (the same values).
+                # The next step's noise, drawn in the model's drawing thread beside this step's scores and choice
+                # and the server's turn (the same values; this step's was drawn there during the last one).
                 self.model.draw_ahead(self.user_message, len(ids) + 1)
+                scores = self.model.scores(self.user_message, ids, opened_thought=self.thinking)
                 token = int(self.sampler.choose(scores))
             finally:
                 with self.guard:
