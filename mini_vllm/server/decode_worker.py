@@ -38,7 +38,7 @@ from typing import Any
 from mini_vllm.api.errors import ApiError
 from mini_vllm.labtypes.lab08 import Vocabulary
 from mini_vllm.server.decode_sessions import Sent, worker_main
-from mini_vllm.server.decode_wire import read_answer, request_bytes
+from mini_vllm.server.decode_wire import request_bytes, take_answer
 
 # The decode process's address space (RLIMIT_AS), enforced by the OS: Tekken's vocabulary, its trie and the
 # toy model take about 300 MiB of it. A reply whose masks would pass it is a 503 naming the limit (the caches
@@ -72,25 +72,66 @@ def _settle(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], messag
 
 
 class Channel:
-    """The server's end of one session's socket (non-blocking, read and written by the event loop only)."""
+    """The server's end of one session's socket (non-blocking, read and written by the event loop only): the loop
+    watches it for the whole reply (one registration, not one a token) and hands each answer to the token waiting."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.pending = bytearray()
+        self.pending = bytearray()  # bytes read that do not make a whole answer yet
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiter: asyncio.Future[Any] | None = None
+        self._broken = False  # the other end closed, or a token was abandoned half way: nothing more to read here
 
     async def next(self, ids: Sequence[int], known: int = 0) -> int:
         """The token after ``ids``; the session already holds the first ``known`` of them (only the rest cross)."""
         loop = asyncio.get_running_loop()
+        if self._broken:
+            raise RuntimeError("the decode process died")
+        if self._loop is not loop:
+            if self._loop is not None:
+                with contextlib.suppress(RuntimeError, ValueError):
+                    self._loop.remove_reader(self.sock)
+            loop.add_reader(self.sock, self._readable)
+            self._loop = loop
+        waiter = self._waiter = loop.create_future()
         try:
             await loop.sock_sendall(self.sock, request_bytes(known, ids[known:]))
-            answer = await read_answer(self.sock, self.pending)
+            answer = await waiter
         except OSError as error:  # its other end closed: the decode process died (or never received it)
             raise RuntimeError("the decode process died") from error
+        except BaseException:
+            self._broken = True  # cancelled: an answer may still come, and it would be taken for the next token's
+            raise
+        finally:
+            self._waiter = None
         if isinstance(answer, int):
             return answer
         raise _failure(*answer)
 
+    def _readable(self) -> None:
+        try:
+            data = self.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        waiter = self._waiter
+        if not data:  # the other end closed: stop watching (a closed end is always readable)
+            self._broken = True
+            if self._loop is not None:
+                self._loop.remove_reader(self.sock)
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(ConnectionError("the decode process died"))
+            return
+        self.pending += data
+        answer = take_answer(self.pending)
+        if answer is not None and waiter is not None and not waiter.done():
+            waiter.set_result(answer)
+
     def close(self) -> None:
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError, ValueError):  # the loop closed already
+                self._loop.remove_reader(self.sock)
         self.sock.close()
 
 
