@@ -7,10 +7,16 @@ A :class:`Remote` stands for an object the other process owns; comparing and has
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from mini_vllm.sandbox.peer import Peer
+
+class Peer(Protocol):
+    """What a proxy needs of its channel's end (:class:`mini_vllm.sandbox.peer.Peer`)."""
+
+    seen: dict[int, int]  # remote object id -> how many references to it came in
+    released: list[Any]  # [object id, references seen] of proxies dropped here, sent with the next request
+
+    def request(self, op: str, *args: Any) -> Any: ...
 
 # Special methods a proxy forwards; comparisons and hashing stay local (identity), so an
 # object from the other side can never decide that it equals what a test expects.
