@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sys
@@ -143,6 +144,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         items[:] = keep
         config.hook.pytest_deselected(items=drop)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # What collection loaded stays for the whole run (vocabularies of 131,072 tokens, every test module):
+    # frozen, so the collector's full passes, and pytest's own at the session's end, stop walking it again.
+    gc.freeze()
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -183,8 +183,9 @@ _KEPT = 8  # vocabularies whose tries a process keeps (a server has one tokenize
 
 def token_trie(vocab: Vocabulary) -> TokenTrie:
     """``vocab``'s trie, built on first use and kept: every grammar over the same vocabulary shares it."""
-    found = _TRIES.get(id(vocab))
+    found = _TRIES.pop(id(vocab), None)
     if found is not None and found[0] is vocab:
+        _TRIES[id(vocab)] = found  # the most recently used is kept longest: a family's trie outlives a test's
         return found[1]
     trie = build_token_trie(vocab.tokens)
     _TRIES[id(vocab)] = (vocab, trie)  # the vocabulary is kept too, so its id is never reused meanwhile

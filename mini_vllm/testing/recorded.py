@@ -35,6 +35,7 @@ def load(name: str) -> Any:
     return json.loads(gzip.decompress(raw) if name.endswith(".gz") else raw)
 
 
+@functools.cache  # asked once per recorded step: the import machinery each time cost more than the step
 def value_types() -> tuple[type, type, type]:
     """``(StepOutput, ToolCallDelta, ToolCall)``: the given value types lab-02 and lab-01 exchange."""
     from mini_vllm.labtypes.lab01 import ToolCall, ToolCallDelta

@@ -26,7 +26,7 @@ from typing import Any
 from mini_vllm.grammars.stack_grammar import grammar_to_lark
 from mini_vllm.labtypes.lab08 import DEAD, Vocabulary
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule, Split
-from mini_vllm.testing.structured import CountingAutomaton, _GuidanceTokenizer
+from mini_vllm.testing.structured import CountingAutomaton, _guidance_tokenizer, _GuidanceTokenizer, allowed_ids
 
 
 @functools.cache
@@ -174,15 +174,14 @@ class GuidanceGrammarOracle:
     def __init__(self, grammar: Grammar, vocab: Vocabulary) -> None:
         import llguidance
 
-        tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab)), n_vocab=len(vocab))
+        tokenizer = _guidance_tokenizer(vocab)  # made once per vocabulary
         self.matcher = llguidance.LLMatcher(tokenizer, grammar_to_lark(grammar, llguidance=True), log_level=0)
         if self.matcher.is_error():
             raise ValueError(f"llguidance refused the grammar: {self.matcher.get_error()}")
         self.size = len(vocab)
 
     def mask(self) -> list[int]:
-        bits = self.matcher.compute_bitmask()
-        return [i for i in range(self.size) if bits[i >> 3] >> (i & 7) & 1]
+        return allowed_ids(self.matcher.compute_bitmask(), self.size)
 
     def consume(self, token_id: int) -> None:
         if not self.matcher.consume_token(token_id):

@@ -22,6 +22,7 @@ character it says what that formula cannot: the character belongs to the output.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,21 +47,19 @@ def utf8_units(data: bytes) -> list[Unit]:
     units: list[Unit] = []
     i = 0
     while i < len(data):
-        for size in (1, 2, 3, 4):
-            try:
-                char = data[i : i + size].decode("utf-8")
-            except UnicodeDecodeError:
-                continue
+        try:
+            valid, bad = data[i:].decode("utf-8"), None
+        except UnicodeDecodeError as error:
+            # The strict decoder stops at the same piece "replace" writes one U+FFFD for (its "maximal
+            # subpart"): [start, end) of the error, counted from i.
+            valid, bad = data[i : i + error.start].decode("utf-8"), (i + error.start, i + error.end)
+        for char in valid:
+            size = 1 if char < "\x80" else 2 if char < "\u0800" else 3 if char < "\U00010000" else 4
             units.append(Unit(char, i, i + size, True))
             i += size
-            break
-        else:
-            # Invalid here: the stdlib writes one U+FFFD for the longest piece that could still have
-            # been a character (a "maximal subpart"); find how many bytes that U+FFFD covers.
-            rest = data[i:].decode("utf-8", "replace")
-            size = next(k for k in (1, 2, 3) if REPLACEMENT_CHAR + data[i + k :].decode("utf-8", "replace") == rest)
-            units.append(Unit(REPLACEMENT_CHAR, i, i + size, False))
-            i += size
+        if bad is not None:
+            units.append(Unit(REPLACEMENT_CHAR, *bad, False))
+            i = bad[1]
     return units
 
 
@@ -109,7 +108,7 @@ def expected_stream(prompt_bytes: Sequence[bytes], output_bytes: Sequence[bytes]
         # A unit shows with the token holding its last byte; a piece that was a character's valid
         # start shows with the token whose byte breaks it.
         deciding_byte = unit.end if cut_short else unit.end - 1
-        token = next(k for k, end in enumerate(token_ends) if deciding_byte < end)
+        token = bisect.bisect_right(token_ends, deciding_byte)  # the first token ending past it
         per_token[token] += unit.text
     return ExpectedStream(per_token, at_flush, settled)
 
