@@ -24,7 +24,8 @@ import pytest
 
 from mini_vllm.labs import COMPOSED_STAGES, LABS_DIR, lab_number
 from mini_vllm.sandbox import budget, remote
-from mini_vllm.sandbox.peer import MAX_MESSAGE, PARENT, Lender, Peer
+from mini_vllm.sandbox.lenders import Lender
+from mini_vllm.sandbox.peer import MAX_MESSAGE, PARENT, Peer
 from mini_vllm.sandbox.wire import WireError, rebuild_error
 from mini_vllm.testing.gradescope import MAX_TEST_OUTPUT, printable
 from mini_vllm.testing.grading import quoted_if_foreign

@@ -5,7 +5,8 @@ submission with two wrong variants (lab-04 shows the prompt again, lab-08 lifts 
 not their bytes), are graded quiet and then beside twelve CPU burners on this 2-core machine
 (the two gradings side by side, each in a session of its own), each burner in a session of its
 own (setsid), so the scheduler's per-session groups cannot shield the grader: the per-test
-outcomes must be identical. And a student graded in
+outcomes must be identical. The burners start once both gradings have collected their tests, so every
+graded call, the sandbox's start and the tests' own work run beside them. And a student graded in
 ``make grade-batch`` beside one who forks sixty such spinners loses nothing.
 
 To fit CI, each lab is graded on one to three tests, among them the one that makes the course's
@@ -24,12 +25,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from instructor.collected import SIGNAL_ENV as COLLECTED_SIGNAL
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 from mini_vllm.sandbox.budget import measurable
 
@@ -61,9 +64,14 @@ def burners(count: int, spin: str = "while True: pass") -> Iterator[None]:
             process.wait()
 
 
-def outcomes(*gradings: tuple[list[Path], dict[str, str]]) -> list[dict[str, str]]:
+def outcomes(*gradings: tuple[list[Path], dict[str, str]],
+             load: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+             ) -> list[dict[str, str]]:
     """Grade each ``(paths, env)`` as ``make grade`` does (sandboxed, the SELECTED tests), all at once; for each,
-    every test's name -> status and output.
+    every test's name -> status and output. Each grading waits after collecting its tests (instructor/collected.py)
+    until ``load`` is entered, which is held until they end: their tests, the sandbox's start and every graded
+    call run under it. (Collecting every lab's tests is half a grading's CPU and the same whatever the load: under
+    twelve burners it took most of a minute, with the rest of make check starved beside it.)
 
     Each grading runs in a session of its own, as a student's ``make grade`` in a terminal does (and as each
     grading child already does): beside the burners it gets one session's share of the CPU, like each of them,
@@ -75,20 +83,30 @@ def outcomes(*gradings: tuple[list[Path], dict[str, str]]) -> list[dict[str, str
         for number, (paths, env) in enumerate(gradings):
             results, log = Path(scratch) / f"results-{number}.json", Path(scratch) / f"output-{number}.txt"
             child_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LAB_"))}
-            child_env.update({"LAB_SANDBOX": "1", "LAB_IMPL": "solution", "HYPOTHESIS_PROFILE": "ci", **env})
+            collected = Path(scratch) / f"collected-{number}"
+            child_env.update({"LAB_SANDBOX": "1", "LAB_IMPL": "solution", "HYPOTHESIS_PROFILE": "ci", **env,
+                              COLLECTED_SIGNAL: str(collected)})
             with log.open("w", encoding="utf-8") as output:
                 process = subprocess.Popen([sys.executable, "-m", "pytest", *map(str, paths), "-q", "-p",
-                                            "no:cacheprovider", "-p", "no:xdist", "-m", "not control", "--tb=no",
-                                            "-k", SELECTED, "--grade", str(results)], cwd=REPO_ROOT, env=child_env,
-                                           stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-            running.append((process, results, log))
+                                            "no:cacheprovider", "-p", "no:xdist", "-p", "instructor.collected",
+                                            "-m", "not control", "--tb=no", "-k", SELECTED, "--grade",
+                                            str(results)], cwd=REPO_ROOT, env=child_env, stdout=output,
+                                           stderr=subprocess.STDOUT, start_new_session=True)
+            running.append((process, results, log, collected))
+        deadline = time.monotonic() + 600
+        while not all(c.exists() or p.poll() is not None for p, _, _, c in running) and time.monotonic() < deadline:
+            time.sleep(0.05)
         graded = []
-        for process, results, log in running:
-            try:
-                process.wait(timeout=1200)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)  # its session: the grading and what it started
-                process.wait()
+        with load():
+            for _, _, _, collected in running:
+                Path(f"{collected}.go").touch()  # every grading's tests start now, beside the load
+            for process, _, _, _ in running:
+                try:
+                    process.wait(timeout=1200)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)  # its session: the grading and what it started
+                    process.wait()
+        for _process, results, log, _ in running:
             assert results.exists(), f"no results.json:\n{log.read_text(encoding='utf-8')[-4000:]}"
             tests = json.loads(results.read_text(encoding="utf-8"))["tests"]
             graded.append({t["name"]: f"{t['status']}: {t['output'].splitlines()[0] if t['output'] else ''}"
@@ -104,8 +122,8 @@ def differences(quiet: dict[str, str], loaded: dict[str, str]) -> list[str]:
 def test_the_reference_and_two_wrong_variants_grade_the_same_beside_twelve_burners() -> None:
     every_lab = sorted(p for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startswith("lab-"))
     reference_quiet, wrong_quiet = outcomes((every_lab, {}), ([LAB_04, LAB_08], TWO_WRONG))
-    with burners(BURNERS):
-        reference_loaded, wrong_loaded = outcomes((every_lab, {}), ([LAB_04, LAB_08], TWO_WRONG))
+    reference_loaded, wrong_loaded = outcomes((every_lab, {}), ([LAB_04, LAB_08], TWO_WRONG),
+                                              load=lambda: burners(BURNERS))
     graded_labs = {name.split(" › ")[0][:6] for name in reference_quiet}
     assert graded_labs == {p.name[:6] for p in every_lab}, f"SELECTED must pick tests in every lab: {graded_labs}"
     failed = [f"{n}: {s}" for n, s in reference_quiet.items() if not s.startswith("passed")]

@@ -212,7 +212,7 @@ def test_graded_code_cannot_touch_the_tests_counters() -> None:
     a negative count (``sandbox_account``) and pass a cost test with a quadratic detokenizer.
     """
     from mini_vllm import ByteTokenizer
-    from mini_vllm.sandbox.peer import StrictLender
+    from mini_vllm.sandbox.lenders import StrictLender
     from mini_vllm.testing.tokenizers import CountingTokenizer
 
     lender, counting = StrictLender(), CountingTokenizer(ByteTokenizer())

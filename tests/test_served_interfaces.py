@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from mini_vllm import ByteTokenizer
 from mini_vllm.sandbox import served
-from mini_vllm.sandbox.peer import PARENT, StrictLender
+from mini_vllm.sandbox.lenders import StrictLender
+from mini_vllm.sandbox.peer import PARENT
 from mini_vllm.sandbox.wire import Codec
 from mini_vllm.testing.structured import CountingAutomaton
 from mini_vllm.testing.tokenizers import CountingTokenizer

@@ -221,7 +221,12 @@ def test_replies_whose_clients_left_stop_their_cpu(spinning: str, monkeypatch: p
 
 def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A constrained stream whose masks are cached keeps its pace beside a reply whose first choice spins: its
-    largest gap beside stays within twice its largest gap alone, in the same run."""
+    largest gap beside stays within twice its largest gap alone, in the same run.
+
+    A stall is there on every stream while the spin lasts; a neighbour's burst on a loaded machine is not: the
+    stream is timed alone twice (the larger counts) and beside up to three times (the first within the bound
+    passes), so make check beside other work does not fail on the scheduler's noise (load 7 gave 69 ms beside
+    against 21 ms alone once)."""
     with BackgroundServer(build_engine("bpe", token_delay_s=0.02), pipeline=SOLUTION) as small:
         warm = {"type": "object", "properties": {"w": {"type": "string", "maxLength": 200}}, "required": ["w"],
                 "additionalProperties": False}
@@ -235,7 +240,7 @@ def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: 
             return max(b - a for a, b in itertools.pairwise(arrivals[2:]))
 
         largest_gap()  # every mask of the warm reply computed and kept
-        alone = largest_gap()
+        alone = max(largest_gap(), largest_gap())
         monkeypatch.setenv("LAB_IMPL_08", spinning)
         def spin() -> None:
             with contextlib.suppress(httpx.HTTPError):  # it leaves after 8 s: its session is cancelled then
@@ -247,10 +252,13 @@ def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: 
             time.sleep(0.05)
         monkeypatch.setenv("LAB_IMPL_08", "solution")
         time.sleep(0.3)  # the spinning choice has begun
-        beside = largest_gap()
-        assert beside <= 2 * alone, (
-            f"a stall: the warm stream's largest gap was {beside * 1000:.0f} ms beside a reply spinning in its choice, "
-            f"against {alone * 1000:.0f} ms alone in the same run (the bound is twice that)")
+        beside = [largest_gap()]
+        while beside[-1] > 2 * alone and len(beside) < 3 and stats(small)["sessions"] >= 1:
+            beside.append(largest_gap())  # the spin still going: a stall shows again, a burst of noise does not
+        assert min(beside) <= 2 * alone, (
+            f"a stall: the warm stream's largest gap was {', '.join(f'{g * 1000:.0f}' for g in beside)} ms in "
+            f"{len(beside)} tries beside a reply spinning in its choice, against {alone * 1000:.0f} ms alone in the "
+            "same run (the bound is twice that)")
 
 
 def test_a_constrained_reply_ends_when_the_models_own_reply_has(server: BackgroundServer) -> None:

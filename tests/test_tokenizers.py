@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import mini_vllm
 from mini_vllm import BPETokenizer, ByteTokenizer, SentencePieceBPETokenizer, Tokenizer, load_tokenizer
 from mini_vllm.serving import build_engine
 from mini_vllm.testing.strategies import MULTILINGUAL_CHARS, multilingual_text
+from mini_vllm.tokenizers.base import check_token_id
 from mini_vllm.tokenizers.bpe import SHIPPED_TOKENIZER, byte_to_unicode
 from mini_vllm.tokenizers.hf import HFTokenizer, hf_bpe_tokenizer, hf_byte_tokenizer, hf_spm_tokenizer
 from mini_vllm.tokenizers.spm import SHIPPED_SPM_TOKENIZER
@@ -128,6 +130,76 @@ def test_ids_outside_the_vocabulary_raise_value_error_naming_the_id(name: str, b
         with pytest.raises(ValueError, match="token id") as raised:
             call()
         assert str(bad_id) in str(raised.value), f"{name}.{call_name}: {raised.value}"
+
+
+class IntLookalike:
+    """Hashes, compares and indexes like the int 5, as numpy's ints do: the real library reads it as token 5."""
+
+    def __index__(self) -> int:
+        return 5
+
+    def __hash__(self) -> int:
+        return hash(5)
+
+    def __eq__(self, other: object) -> bool:
+        return bool(other == 5)
+
+    def __repr__(self) -> str:
+        return "IntLookalike()"
+
+
+# Every kind of id the course refuses: some the real library takes silently (True as 1, 10**6 skipped, the
+# look-alike as 5), some that pass HFTokenizer's set lookups in C (True, False, 2.0, the look-alike), so that
+# only its exact-type check stops them.
+BAD_IDS = [-1, 10**6, 2**40, "7", 2.0, 5.5, None, True, False, IntLookalike(), [5]]
+
+
+@pytest.mark.parametrize("bad_id", BAD_IDS, ids=repr)
+@pytest.mark.parametrize("where", ["alone", "first", "middle", "last"])
+def test_hf_tokenizer_refuses_a_bad_id_anywhere_in_a_window_as_check_token_id_does(bad_id: object, where: str) -> None:
+    """However decode checks a window (in C for the usual case, then id by id), a bad id gets the error
+    ``check_token_id`` gives it: the same type, the same message, naming the first bad id."""
+    tokenizer = HFTokenizer(HF_BPE)
+    with pytest.raises(ValueError) as expected:
+        check_token_id(bad_id, tokenizer.vocab_size)
+    window = {"alone": [bad_id], "first": [bad_id, 5, 1], "middle": [5, bad_id, 1], "last": [5, 1, bad_id]}[where]
+    with pytest.raises(ValueError) as raised:
+        tokenizer.decode(window)  # type: ignore[arg-type]
+    assert str(raised.value) == str(expected.value), f"decode({window!r}): {raised.value}"
+    if bad_id is True or bad_id == 10**6 or isinstance(bad_id, IntLookalike):
+        HF_BPE.decode(window, skip_special_tokens=False)  # type: ignore[arg-type]  # the real library takes it
+
+
+def test_hf_tokenizer_checks_every_window_a_stream_sends() -> None:
+    """A streaming detokenizer sends the window it sent last plus one id. Each window is checked whole: an id
+    changed since an earlier call, to something equal to it (True for 1, a look-alike for 5), is refused, whether
+    the caller sends a new list or the same list again, so no cache of checked windows may trust equality."""
+    tokenizer = HFTokenizer(HF_BPE)
+    window: list[object] = [5, 1, 7]
+    expected = tokenizer.decode(window)  # type: ignore[arg-type]
+    lookalikes: list[tuple[int, object]] = [(1, True), (0, IntLookalike()), (2, 7.0)]
+    for position, lookalike in lookalikes:
+        changed = [*window]
+        changed[position] = lookalike
+        assert changed == window
+        for sent in ([*changed, 8], changed):
+            with pytest.raises(ValueError, match=re.escape(f"token id {lookalike!r} is not an int")):
+                tokenizer.decode(sent)  # type: ignore[arg-type]
+        assert tokenizer.decode(window) == expected  # type: ignore[arg-type]  # (the unchanged window still is fine)
+    window[1] = True  # the same list object, changed in place after it was decoded
+    with pytest.raises(ValueError, match="token id True is not an int"):
+        tokenizer.decode(window)  # type: ignore[arg-type]
+
+
+def test_hf_tokenizer_takes_int_subclasses_but_bool_as_check_token_id_does() -> None:
+    """``check_token_id`` refuses bool alone of int's subclasses; an IntEnum member is its value (as it was)."""
+    from enum import IntEnum
+
+    class Token(IntEnum):
+        FIVE = 5
+
+    tokenizer = HFTokenizer(HF_BPE)
+    assert tokenizer.decode([Token.FIVE, 1]) == tokenizer.decode([5, 1])
 
 
 @pytest.mark.parametrize("name", ALL_TOKENIZERS)

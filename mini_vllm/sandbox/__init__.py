@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from mini_vllm.sandbox.peer import RemoteMethod
+from mini_vllm.sandbox.proxies import RemoteMethod
 
 
 def each(method: Callable[..., Any], inputs: Iterable[Any]) -> list[Any]:

@@ -24,7 +24,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mini_vllm.sandbox.peer import Lender, Peer
+from mini_vllm.sandbox.lenders import Lender
+from mini_vllm.sandbox.peer import Peer
 
 HERE = Path(__file__).resolve().parent
 

@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mini_vllm.sandbox.peer import Remote
+from mini_vllm.sandbox.proxies import Remote
 
 API_FILE = "mini_vllm/testing/fixtures/api.json"
 

@@ -15,16 +15,8 @@ from mini_vllm.sandbox import budget as budgets
 from mini_vllm.sandbox.budget import ALARM, Budget, Clock, Meter
 from mini_vllm.sandbox.declared import NotAsDeclared, check, is_class, is_method, returns, what
 from mini_vllm.sandbox.failures import CallInterrupted, TooMuchData
-from mini_vllm.sandbox.peer import (
-    PARENT,
-    CallTimedOut,
-    ChannelClosed,
-    Peer,
-    Remote,
-    RemoteMethod,
-    ServingStopped,
-    StrictLender,
-)
+from mini_vllm.sandbox.lenders import StrictLender
+from mini_vllm.sandbox.peer import PARENT, CallTimedOut, ChannelClosed, Peer, ServingStopped
 from mini_vllm.sandbox.policy import (
     BYTES_PER_TEST,
     FIRST_LOAD_BUDGET_S,
@@ -33,6 +25,7 @@ from mini_vllm.sandbox.policy import (
     SERVE_SLACK_S,
     SERVED_PER_TEST_S,
 )
+from mini_vllm.sandbox.proxies import Remote, RemoteMethod
 
 
 class Worker(Protocol):

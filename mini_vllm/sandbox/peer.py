@@ -5,39 +5,32 @@ owns (``call``, ``getattr``, ...) or on a lab by path (``call_path``); while a s
 its reply it serves the other side's requests, so calls nest: the tests call the student's
 ``feed``, which calls back the trusted tokenizer, which answers, and ``feed`` returns.
 
-The two sides do not trust each other equally. The child serves anything (it is the
-student's process). The trusted side serves only what :class:`Lender` allows: public methods
-of objects the tests handed over, and it never hands out a module, a class or a function
-it was not given, so no chain of attribute look-ups reaches the grader's internals.
+The two sides do not trust each other equally: what each lends is its :class:`~.lenders.Lender`'s
+to allow (:mod:`.lenders`), and the other side's objects are held as :class:`~.proxies.Remote` proxies
+(:mod:`.proxies`).
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 import select
 import struct
 import threading
 import time
-import types
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from mini_vllm.sandbox import served
+from mini_vllm.sandbox.lenders import Lender
 from mini_vllm.sandbox.mirrors import BUILDERS
 from mini_vllm.sandbox.policy import MAX_MESSAGE
+from mini_vllm.sandbox.proxies import Remote, public_methods
 from mini_vllm.sandbox.wire import Codec, WireError
 
 REQUEST, REPLY, FAILED = 0, 1, 2
 PARENT, CHILD = 0, 1
 _HEADER = struct.Struct("<I")
-# Special methods a proxy forwards; comparisons and hashing stay local (identity), so an
-# object from the other side can never decide that it equals what a test expects.
-FORWARDED = frozenset({"__len__", "__iter__", "__next__", "__bool__", "__getitem__", "__contains__", "__str__",
-                       "__repr__", "__call__"})
-UNSAFE_TYPES = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-                types.CodeType, types.FrameType, types.TracebackType, types.GeneratorType)
 
 
 class ChannelClosed(Exception):
@@ -57,171 +50,6 @@ class ServingStopped(BaseException):
     def __init__(self, message: str, whole_test: bool = False) -> None:
         super().__init__(message)
         self.whole_test = whole_test  # the test's own bound, not one call's: no retry
-
-
-def public_methods(cls: type) -> list[str]:
-    names = set()
-    for klass in cls.__mro__:
-        if klass is object:
-            continue
-        for name, member in vars(klass).items():
-            if (not name.startswith("_") or name in FORWARDED) and (
-                    inspect.isfunction(member) or isinstance(member, (staticmethod, classmethod))
-                    or inspect.ismethoddescriptor(member)):
-                names.add(name)
-    return sorted(names)
-
-
-class Remote:
-    """Stands for an object the other process owns. Attribute look-ups and calls become requests."""
-
-    __slots__ = ("__weakref__", "_sandbox_id", "_sandbox_methods", "_sandbox_peer")
-
-    def __init__(self, peer: Peer, object_id: int, methods: frozenset[str]) -> None:
-        object.__setattr__(self, "_sandbox_peer", peer)
-        object.__setattr__(self, "_sandbox_id", object_id)
-        object.__setattr__(self, "_sandbox_methods", methods)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        if name in self._sandbox_methods:
-            return RemoteMethod(self, name)
-        return self._sandbox_peer.request("getattr", self._sandbox_id, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._sandbox_peer.request("setattr", self._sandbox_id, name, value)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._sandbox_peer.request("call", self._sandbox_id, None, list(args), kwargs)
-
-    def _forward(self, special: str, *args: Any) -> Any:
-        return self._sandbox_peer.request("call", self._sandbox_id, special, list(args), {})
-
-    def __len__(self) -> int:
-        return int(self._forward("__len__"))
-
-    def __iter__(self) -> Any:
-        return self._sandbox_peer.request("iter", self._sandbox_id)
-
-    def __next__(self) -> Any:
-        return self._forward("__next__")
-
-    def __bool__(self) -> bool:
-        return self._sandbox_peer.request("bool", self._sandbox_id) is True
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._forward("__getitem__", key)
-
-    def __contains__(self, item: Any) -> bool:
-        return self._sandbox_peer.request("contains", self._sandbox_id, item) is True
-
-    def __repr__(self) -> str:
-        text = self._sandbox_peer.request("repr", self._sandbox_id)
-        return text if isinstance(text, str) else "<remote object>"
-
-    def __str__(self) -> str:
-        text = self._sandbox_peer.request("str", self._sandbox_id)
-        return text if isinstance(text, str) else "<remote object>"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Remote) and other._sandbox_peer is self._sandbox_peer \
-            and other._sandbox_id == self._sandbox_id
-
-    def __hash__(self) -> int:
-        return hash((id(self._sandbox_peer), self._sandbox_id))
-
-    def __del__(self) -> None:
-        peer = self._sandbox_peer
-        if peer is not None:
-            object_id = self._sandbox_id
-            peer.released.append([object_id, peer.seen.get(object_id, 0)])
-
-
-class RemoteMethod:
-    """``proxy.feed``: calling it is one request, not a look-up and then a call."""
-
-    __slots__ = ("name", "owner")
-
-    def __init__(self, owner: Remote, name: str) -> None:
-        self.owner = owner
-        self.name = name
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        owner = self.owner
-        return owner._sandbox_peer.request("call", owner._sandbox_id, self.name, list(args), kwargs)
-
-    def __repr__(self) -> str:
-        return f"<remote method {self.name}>"
-
-
-class Lender:
-    """What one side lets the other do with the objects it lends. The child lends freely."""
-
-    strict = False
-
-    def check_method(self, obj: Any, name: str | None) -> None:
-        pass
-
-    def check_attribute(self, obj: Any, name: str) -> None:
-        pass
-
-    def check_set(self, obj: Any, name: str) -> None:
-        pass
-
-    def check_result(self, value: Any) -> None:
-        pass
-
-    def call_path(self, path: list[str], args: list[Any], kwargs: dict[str, Any]) -> Any:
-        raise WireError("nothing is served by path here")
-
-    def check_open(self, obj: Any) -> None:
-        pass
-
-    def serve(self, obj: Any, method: Any, args: Any) -> Any:
-        raise WireError("nothing is served through an interface here")
-
-
-class StrictLender(Lender):
-    """The trusted side: public methods of lent objects only; no module, class or function goes out."""
-
-    strict = True
-
-    def check_method(self, obj: Any, name: str | None) -> None:
-        if name is None:
-            if not callable(obj):
-                raise TypeError("that object is not callable")
-            return
-        if (name.startswith("_") and name not in FORWARDED) or name.startswith("sandbox_"):
-            raise AttributeError(f"{type(obj).__name__}.{name} is not public")
-        member = inspect.getattr_static(type(obj), name, None)
-        if not (inspect.isfunction(member) or isinstance(member, (staticmethod, classmethod))
-                or inspect.ismethoddescriptor(member)):
-            raise AttributeError(f"{type(obj).__name__} has no public method {name!r}")
-
-    def check_attribute(self, obj: Any, name: str) -> None:
-        if name.startswith("_"):
-            raise AttributeError(f"{type(obj).__name__}.{name} is not public")
-
-    def check_set(self, obj: Any, name: str) -> None:
-        raise PermissionError(f"graded code cannot set {type(obj).__name__}.{name}: the tests' objects are read-only "
-                              "to it (a counter, for one, must count what happened)")
-
-    def check_result(self, value: Any) -> None:
-        if isinstance(value, UNSAFE_TYPES) and not isinstance(value, types.GeneratorType):
-            raise TypeError(f"a {type(value).__name__} cannot be handed to graded code")
-
-    def check_open(self, obj: Any) -> None:
-        if isinstance(getattr(type(obj), "sandbox_interface", None), str):
-            raise PermissionError(f"{type(obj).__name__} is served through its declared methods only")
-
-    def serve(self, obj: Any, method: Any, args: Any) -> Any:
-        kind = getattr(type(obj), "sandbox_interface", None)
-        interface = served.INTERFACES.get(kind) if isinstance(kind, str) else None
-        if interface is None:
-            raise PermissionError(f"{type(obj).__name__} declares no interface")
-        values = served.check_call(interface, method, args)
-        return served.check_result(getattr(obj, method)(*values))
 
 
 class Peer:

@@ -1,7 +1,7 @@
 """The grading sandbox's policy, as a list: what the child sees, what crosses, each budget and each limit.
 
 Every number the sandbox enforces is here, once; the modules that enforce them import it from here.
-How each is enforced: :mod:`.isolation` (the walls), :mod:`.wire`, :mod:`.peer`, :mod:`.served` and
+How each is enforced: :mod:`.isolation` (the walls), :mod:`.wire`, :mod:`.peer`, :mod:`.lenders`, :mod:`.served` and
 :mod:`.declared` (what crosses), :mod:`.budget` and :mod:`.parent` (the budgets), :mod:`.worker` (the child's life).
 The per-lab CPU budget is ``grading.toml``'s ``call_budget_s`` (``[labs.lab-NN]``, else the top-level one): the
 grading plugin reads the file and hands the figures to :func:`configure`; ``LAB_CALL_BUDGET_S`` overrides every
