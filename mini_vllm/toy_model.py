@@ -153,6 +153,7 @@ NOISE_AHEAD = 64  # steps of noise drawn ahead and kept (1 MiB each on Tekken, i
 # Draws the noise of the steps ahead (``draw_ahead``), made at its first use: one thread, since numpy's fill runs
 # without the GIL and a second core is all a 2-core machine has for it.
 _DRAWER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mini_vllm-noise")
+OUTPUTS_KEPT = 64  # replies whose output bytes scores() keeps between steps (one per user message)
 LOOK_BACK = 24  # how many bytes of its own output the model uses to find its place in the script again
 
 
@@ -186,6 +187,7 @@ class ToyModel:
         self.tokenizer = tokenizer
         self.seed = seed
         self._noise: dict[tuple[str, int], Future[array[float]]] = {}  # drawn ahead: (user message, step) -> noise
+        self._outputs: dict[str, tuple[list[int], bytes]] = {}  # user message -> the ids asked with last, their bytes
 
     def _draw_noise(self, user_message: str, step: int) -> array[float]:
         """The seeded noise of one step's scores, as the flat array the scores are handed back in."""
@@ -210,6 +212,24 @@ class ToyModel:
             while len(self._noise) >= NOISE_AHEAD:
                 self._noise.pop(next(iter(self._noise))).cancel()
         self._noise[key] = _DRAWER.submit(self._draw_noise, user_message, step)
+
+    def _output_bytes(self, table: _ScoreTable, user_message: str, output_ids: Sequence[int]) -> bytes:
+        """The output's bytes (special tokens left out). A reply asks at every step with one id more: the bytes of the
+        ids it asked with last are kept (per message), so a step joins its new ids only, not the whole reply again
+        (at 2,000 ids that was ~0.2 ms a token). Another reply with the same message may replace what is kept: the
+        prefix is checked, and on a mismatch the whole output is joined, as before."""
+        special, data = table.special, table.data
+        ids = list(output_ids)
+        kept = self._outputs.get(user_message)
+        if kept is not None and len(kept[0]) <= len(ids) and ids[:len(kept[0])] == kept[0]:
+            output = kept[1] + b"".join(data[i] for i in ids[len(kept[0]):] if i not in special)
+        else:
+            output = b"".join(data[i] for i in ids if i not in special)
+        with contextlib.suppress(RuntimeError, StopIteration, KeyError):  # another reply's thread changed the dict
+            while len(self._outputs) >= OUTPUTS_KEPT:
+                self._outputs.pop(next(iter(self._outputs)))
+        self._outputs[user_message] = (ids, output)
+        return output
 
     def _noise_at(self, user_message: str, step: int) -> array[float]:
         """The noise at ``step``: drawn ahead, or (not asked for, or not started yet: then drawn here, not queued
@@ -256,7 +276,7 @@ class ToyModel:
         """
         tokenizer = self.tokenizer
         table = _score_table(tokenizer)
-        output = b"".join(table.data[i] for i in output_ids if i not in table.special)
+        output = self._output_bytes(table, user_message, output_ids)
         text = scored_script(user_message, self.seed)
         if opened_thought:
             if text.startswith(THINK_OPEN + "\n"):
