@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import itertools
 import multiprocessing
 import queue
@@ -199,12 +198,12 @@ class DecodeWorker:
             _settle(*entry, ("error", request_id, "RuntimeError", "the decode process died"))
 
     def open(self, vocab_key: str, vocab: Vocabulary, raw: tuple[list[bytes], list[int], int], blob: bytes,
-             lab_paths: tuple[str, str], user_message: str, thinking: bool, tool_call: bool) -> tuple[int, Channel]:
-        """A session for one reply, and its channel. The vocabulary and the grammar cross to the process once,
-        not per request."""
+             grammar_key: str, lab_paths: tuple[str, str], user_message: str, thinking: bool,
+             tool_call: bool) -> tuple[int, Channel]:
+        """A session for one reply, and its channel. The vocabulary and the grammar (``grammar_key``: its hash, made
+        once by the compile) cross to the process once, not per request."""
         ours, theirs = socket.socketpair()
         ours.setblocking(False)
-        grammar_key = hashlib.blake2b(blob, digest_size=16).hexdigest()
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._start()

@@ -50,8 +50,8 @@ class Grammar:
         in the decode process. With thinking on, the thought ends at ``</think>``, or (a forced call) at
         ``<tool_call>``."""
         decoder = self.pool.decoder
-        sid, channel = decoder.open(self.vocab_key, self.vocab, self.raw, self.compiled.blob, self.lab_paths,
-                                    user_message, thinking, self.tool_call)
+        sid, channel = decoder.open(self.vocab_key, self.vocab, self.raw, self.compiled.blob, self.compiled.key,
+                                    self.lab_paths, user_message, thinking, self.tool_call)
         return Chooser(decoder, sid, channel)
 
 
