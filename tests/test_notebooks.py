@@ -23,7 +23,8 @@ def test_every_lab_has_a_notebook() -> None:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes(path: Path) -> None:
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=300, kernel_name="python3",
+    # A kernel's start is a wall-clock wait: nbclient's 60 s default ran out once beside four busy workers.
+    client = NotebookClient(notebook, timeout=300, startup_timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()  # raises CellExecutionError, naming the cell, if any cell fails
     errors = [out for cell in notebook.cells for out in cell.get("outputs", []) if out.get("output_type") == "error"]
