@@ -156,9 +156,12 @@ class MergeTokenizer:
 
     def _visible_ids(self, ids: Sequence[int], skip_special_tokens: bool) -> list[int]:
         """``ids`` checked (a bad id anywhere is an error), minus the specials when asked to skip them."""
+        size = self._vocab_size
         for token_id in ids:
-            check_token_id(token_id, self._vocab_size)
-        skip = set(self._special_id.values()) if skip_special_tokens else set()
+            check_token_id(token_id, size)
+        if not skip_special_tokens:
+            return list(ids)
+        skip = set(self._special_id.values())
         return [token_id for token_id in ids if token_id not in skip]
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:

@@ -52,8 +52,9 @@ class ByteTokenizer:
         return self._token_bytes[check_token_id(token_id, len(self._token_bytes))]
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        size = self.vocab_size
         for token_id in ids:  # validate everything first: a bad id anywhere is an error
-            check_token_id(token_id, self.vocab_size)
+            check_token_id(token_id, size)
         data = bytearray()
         for token_id in ids:
             if token_id < 256:
