@@ -369,3 +369,62 @@ def test_a_compile_whose_clients_left_stops_its_cpu() -> None:
         assert spent < 0.05, f"the abandoned compile must stop, yet its worker spent {spent:.2f} s of CPU after"
         assert pool.waiting == 0 and not pool._flights
         assert post(small, chat({"type": "boolean"})).status_code == 200
+
+
+def tree(name: str) -> dict[str, Any]:
+    """A recursive schema of its own (a node named ``name`` whose kids are nodes): served on the stack path."""
+    return {"type": "object", "properties": {name: {"type": "string", "maxLength": 6},
+                                             "kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}},
+            "required": [name], "additionalProperties": False}
+
+
+def test_cached_recursive_schemas_sent_round_robin_never_rebuild_and_never_stall() -> None:
+    """Issue 41's thrash: five cached recursive schemas on Tekken, sent round and round. Each crossed to the decode
+    process once (a cache hit never rebuilds), and a warm constrained stream beside them keeps its pace: its largest
+    gap within twice its gap alone, in the same run (timed alone twice, beside up to three times, as above)."""
+    with BackgroundServer(build_engine("tekken", token_delay_s=0.02), pipeline=SOLUTION) as tekken:
+        decoder = tekken.app.state.compile_pool.decoder
+        schemas = [tree(f"n{i}") for i in range(5)]
+        for schema in schemas:
+            reply = post(tekken, chat(schema, strict=False, content="a tree json, please", max_tokens=8))
+            assert reply.status_code == 200, reply.text[:300]
+        warm = {"type": "object", "properties": {"w": {"type": "string", "maxLength": 200}}, "required": ["w"],
+                "additionalProperties": False}
+
+        def largest_gap() -> float:
+            arrivals: list[float] = []
+            with httpx.Client(timeout=120) as client, client.stream(
+                    "POST", tekken.base_url + "/chat/completions",
+                    json=chat(warm, content="long", stream=True, max_tokens=60)) as response:
+                arrivals += [time.perf_counter() for line in response.iter_lines() if line.startswith("data: ")]
+            return max(b - a for a, b in itertools.pairwise(arrivals[2:]))
+
+        largest_gap()  # the warm reply's masks computed and kept
+        alone = max(largest_gap(), largest_gap())
+        sent = decoder.grammars_sent  # the five schemas' grammars and the warm one's, each crossed once
+        stop, served = threading.Event(), [0]
+
+        def round_robin() -> None:
+            with httpx.Client(timeout=120) as client:
+                for schema in itertools.cycle(schemas):
+                    if stop.is_set():
+                        return
+                    body = chat(schema, strict=False, content="a tree json, please", max_tokens=8)
+                    served[0] += client.post(tekken.base_url + "/chat/completions", json=body).status_code == 200
+
+        thrash = threading.Thread(target=round_robin, daemon=True)
+        thrash.start()
+        try:
+            beside = [largest_gap()]
+            while beside[-1] > 2 * alone and len(beside) < 3:
+                beside.append(largest_gap())
+        finally:
+            stop.set()
+            thrash.join(timeout=60)
+        assert served[0] >= 5, f"the round robin must run beside the stream: {served[0]} replies"
+        assert decoder.grammars_sent == sent, (
+            f"five cached schemas sent {served[0]} times: each crossed once already, yet "
+            f"{decoder.grammars_sent - sent} crossed again (a cache hit must never rebuild)")
+        assert min(beside) <= 2 * alone, (
+            f"a stall: the warm stream's largest gap was {', '.join(f'{g * 1000:.0f}' for g in beside)} ms beside "
+            f"five cached recursive schemas sent round robin, against {alone * 1000:.0f} ms alone in the same run")
