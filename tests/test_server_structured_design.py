@@ -219,6 +219,20 @@ def test_replies_whose_clients_left_stop_their_cpu(spinning: str, monkeypatch: p
         assert stats(small)["sessions"] == 0
 
 
+WARM = {"type": "object", "properties": {"w": {"type": "string", "maxLength": 200}}, "required": ["w"],
+        "additionalProperties": False}
+
+
+def warm_gap(server: BackgroundServer) -> float:
+    """The largest gap between chunks of a constrained stream (WARM, on "long"), its first two left out."""
+    arrivals: list[float] = []
+    with httpx.Client(timeout=120) as client, client.stream(
+            "POST", server.base_url + "/chat/completions",
+            json=chat(WARM, content="long", stream=True, max_tokens=60)) as response:
+        arrivals += [time.perf_counter() for line in response.iter_lines() if line.startswith("data: ")]
+    return max(b - a for a, b in itertools.pairwise(arrivals[2:]))
+
+
 def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A constrained stream whose masks are cached keeps its pace beside a reply whose first choice spins: its
     largest gap beside stays within twice its largest gap alone, in the same run.
@@ -228,19 +242,8 @@ def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: 
     passes), so make check beside other work does not fail on the scheduler's noise (load 7 gave 69 ms beside
     against 21 ms alone once)."""
     with BackgroundServer(build_engine("bpe", token_delay_s=0.02), pipeline=SOLUTION) as small:
-        warm = {"type": "object", "properties": {"w": {"type": "string", "maxLength": 200}}, "required": ["w"],
-                "additionalProperties": False}
-
-        def largest_gap() -> float:
-            arrivals: list[float] = []
-            with httpx.Client(timeout=120) as client, client.stream(
-                    "POST", small.base_url + "/chat/completions",
-                    json=chat(warm, content="long", stream=True, max_tokens=60)) as response:
-                arrivals += [time.perf_counter() for line in response.iter_lines() if line.startswith("data: ")]
-            return max(b - a for a, b in itertools.pairwise(arrivals[2:]))
-
-        largest_gap()  # every mask of the warm reply computed and kept
-        alone = max(largest_gap(), largest_gap())
+        warm_gap(small)  # every mask of the warm reply computed and kept
+        alone = max(warm_gap(small), warm_gap(small))
         monkeypatch.setenv("LAB_IMPL_08", spinning)
         def spin() -> None:
             with contextlib.suppress(httpx.HTTPError):  # it leaves after 8 s: its session is cancelled then
@@ -252,9 +255,9 @@ def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: 
             time.sleep(0.05)
         monkeypatch.setenv("LAB_IMPL_08", "solution")
         time.sleep(0.3)  # the spinning choice has begun
-        beside = [largest_gap()]
+        beside = [warm_gap(small)]
         while beside[-1] > 2 * alone and len(beside) < 3 and stats(small)["sessions"] >= 1:
-            beside.append(largest_gap())  # the spin still going: a stall shows again, a burst of noise does not
+            beside.append(warm_gap(small))  # the spin still going: a stall shows again, a burst of noise does not
         assert min(beside) <= 2 * alone, (
             f"a stall: the warm stream's largest gap was {', '.join(f'{g * 1000:.0f}' for g in beside)} ms in "
             f"{len(beside)} tries beside a reply spinning in its choice, against {alone * 1000:.0f} ms alone in the "
@@ -388,19 +391,8 @@ def test_cached_recursive_schemas_sent_round_robin_never_rebuild_and_never_stall
         for schema in schemas:
             reply = post(tekken, chat(schema, strict=False, content="a tree json, please", max_tokens=8))
             assert reply.status_code == 200, reply.text[:300]
-        warm = {"type": "object", "properties": {"w": {"type": "string", "maxLength": 200}}, "required": ["w"],
-                "additionalProperties": False}
-
-        def largest_gap() -> float:
-            arrivals: list[float] = []
-            with httpx.Client(timeout=120) as client, client.stream(
-                    "POST", tekken.base_url + "/chat/completions",
-                    json=chat(warm, content="long", stream=True, max_tokens=60)) as response:
-                arrivals += [time.perf_counter() for line in response.iter_lines() if line.startswith("data: ")]
-            return max(b - a for a, b in itertools.pairwise(arrivals[2:]))
-
-        largest_gap()  # the warm reply's masks computed and kept
-        alone = max(largest_gap(), largest_gap())
+        warm_gap(tekken)  # the warm reply's masks computed and kept
+        alone = max(warm_gap(tekken), warm_gap(tekken))
         sent = decoder.grammars_sent  # the five schemas' grammars and the warm one's, each crossed once
         stop, served = threading.Event(), [0]
 
@@ -415,9 +407,9 @@ def test_cached_recursive_schemas_sent_round_robin_never_rebuild_and_never_stall
         thrash = threading.Thread(target=round_robin, daemon=True)
         thrash.start()
         try:
-            beside = [largest_gap()]
+            beside = [warm_gap(tekken)]
             while beside[-1] > 2 * alone and len(beside) < 3:
-                beside.append(largest_gap())
+                beside.append(warm_gap(tekken))
         finally:
             stop.set()
             thrash.join(timeout=60)
