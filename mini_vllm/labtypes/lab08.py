@@ -6,7 +6,9 @@ automaton crosses into the lab's code once, not one callback per token.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 DEAD = -1  # a ByteAutomaton table entry: no string of the language continues with this byte
 THINKING, CONSTRAINED, DONE = "thinking", "constrained", "done"  # StructuredSampler.phase, in order
@@ -179,16 +181,22 @@ def build_token_trie(tokens: list[bytes | None]) -> TokenTrie:
 
 _TRIES: dict[int, tuple[Vocabulary, TokenTrie]] = {}
 _KEPT = 8  # vocabularies whose tries a process keeps (a server has one tokenizer; the tests a handful)
+Made = TypeVar("Made")
+
+
+def kept_per_vocabulary(cache: dict[int, tuple[Vocabulary, Made]], vocab: Vocabulary,
+                        make: Callable[[Vocabulary], Made], kept: int = _KEPT) -> Made:
+    """``make(vocab)``, made on first use and kept in ``cache``: at most ``kept`` vocabularies, the most recently
+    used longest (a family's outlives a test's own). The vocabulary is kept too, so its id is never reused."""
+    found = cache.pop(id(vocab), None)
+    if found is None or found[0] is not vocab:
+        found = (vocab, make(vocab))
+    cache[id(vocab)] = found
+    while len(cache) > kept:
+        del cache[next(iter(cache))]
+    return found[1]
 
 
 def token_trie(vocab: Vocabulary) -> TokenTrie:
     """``vocab``'s trie, built on first use and kept: every grammar over the same vocabulary shares it."""
-    found = _TRIES.pop(id(vocab), None)
-    if found is not None and found[0] is vocab:
-        _TRIES[id(vocab)] = found  # the most recently used is kept longest: a family's trie outlives a test's
-        return found[1]
-    trie = build_token_trie(vocab.tokens)
-    _TRIES[id(vocab)] = (vocab, trie)  # the vocabulary is kept too, so its id is never reused meanwhile
-    while len(_TRIES) > _KEPT:
-        del _TRIES[next(iter(_TRIES))]
-    return trie
+    return kept_per_vocabulary(_TRIES, vocab, lambda v: build_token_trie(v.tokens))

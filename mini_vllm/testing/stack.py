@@ -138,8 +138,7 @@ def lexemes_after(grammar: Grammar, pushed: Sequence[int]) -> tuple[frozenset[in
         if not 0 <= lexeme < count or matcher.try_consume_tokens([lexeme]) != 1:
             return None
     bits = matcher.compute_bitmask()
-    allowed = frozenset(i for i in range(count) if bits[i >> 3] >> (i & 7) & 1)
-    return allowed, bool(bits[count >> 3] >> (count & 7) & 1)
+    return frozenset(allowed_ids(bits, count)), bool(bits[count >> 3] >> (count & 7) & 1)
 
 
 def earley_accepts(grammar: Grammar, text: str) -> bool:

@@ -32,7 +32,14 @@ from mini_vllm.grammars.constraints import tool_call_constraint
 from mini_vllm.grammars.grammar import schema_to_regex, vocabulary_of
 from mini_vllm.grammars.library import _BYTE_EOS, LibraryGrammar, rust_regex  # noqa: F401 (the kit's names)
 from mini_vllm.grammars.library import library_grammar as library_grammar  # (the kit's, for the lab tests)
-from mini_vllm.labtypes.lab08 import DEAD, TOOL_CALL_START, ByteAutomaton, CharAutomaton, Vocabulary
+from mini_vllm.labtypes.lab08 import (
+    DEAD,
+    TOOL_CALL_START,
+    ByteAutomaton,
+    CharAutomaton,
+    Vocabulary,
+    kept_per_vocabulary,
+)
 from mini_vllm.tokenizers.families import load_tokenizer
 from mini_vllm.toy_model import ToyModel
 
@@ -293,21 +300,16 @@ class _GuidanceTokenizer:
 
 
 _GUIDANCE_TOKENIZERS: dict[int, tuple[Vocabulary, Any]] = {}  # id -> (the vocabulary, kept alive; its tokenizer)
-_TOKENIZERS_KEPT = 8
 
 
 def _guidance_tokenizer(vocab: Vocabulary) -> Any:
     """llguidance's tokenizer for ``vocab``, made once per vocabulary (Tekken's takes a second)."""
     import llguidance
 
-    found = _GUIDANCE_TOKENIZERS.pop(id(vocab), None)
-    if found is None or found[0] is not vocab:
-        found = (vocab, llguidance.LLTokenizer(llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab)),
-                                               n_vocab=len(vocab)))
-    _GUIDANCE_TOKENIZERS[id(vocab)] = found  # the most recently used is kept longest
-    while len(_GUIDANCE_TOKENIZERS) > _TOKENIZERS_KEPT:
-        del _GUIDANCE_TOKENIZERS[next(iter(_GUIDANCE_TOKENIZERS))]
-    return found[1]
+    def make(vocab: Vocabulary) -> Any:
+        return llguidance.LLTokenizer(llguidance.TokenizerWrapper(_GuidanceTokenizer(vocab)), n_vocab=len(vocab))
+
+    return kept_per_vocabulary(_GUIDANCE_TOKENIZERS, vocab, make)
 
 
 class GuidanceOracle:
