@@ -96,7 +96,10 @@ def test_the_cpu_alarm_stops_the_trusted_side_inside_a_long_request() -> None:
                 pass
         finally:
             budget.ALARM.disarm()
-    assert 0.15 < time.process_time() - started < 1.5, "stopped at its budget, not at the request's end"
+    # The upper bound is the rule (stopped inside the 5 s request). The lower one only says the alarm did not
+    # ring at once: the kernel's process-wide CPU timer has rung after 0.12 and 0.147 s of process_time() here
+    # in make test beside other workers, while alone, even beside two spinning threads, it rings at 0.20-0.22 s.
+    assert 0.05 < time.process_time() - started < 1.5, "stopped at its budget, not at the request's end"
     budget.ALARM.arm(0.05, Stopped)
     budget.ALARM.disarm()
     end = time.process_time() + 0.2
