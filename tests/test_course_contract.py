@@ -76,9 +76,10 @@ def test_starter_and_solution_expose_the_same_api(lab_dir: Path) -> None:
 # named wrong variants. A child process grades a batch of these in a row (instructor.variants):
 # a process per grading would pay Python's start-up, the heavy imports and the real vocabularies'
 # loading each time. A lab's first batch grades its blank starter, its canary and its first variant
-# (make test); the other variants go in batches of up to five (make check), which pytest-xdist
-# spreads over the workers.
-VARIANTS_PER_PROCESS = 5
+# (make test); the other variants go in batches of up to twelve (make check), which pytest-xdist
+# spreads over the workers. A batch's start costs 1-4 s of CPU (lab-10's loads Tekken twice), a variant
+# 0.5-4 s: twelve keep the starts few and the largest batch under a minute.
+VARIANTS_PER_PROCESS = 12
 
 
 def batch_of(variant: Path) -> str:
