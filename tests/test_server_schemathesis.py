@@ -32,6 +32,8 @@ from schemathesis.specs.openapi.checks import (
 from mini_vllm.labs import load_lab
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
 
+pytestmark = pytest.mark.slow  # a fuzzer over every endpoint (13 s of CPU): make check runs it
+
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           negative_data_rejection]
 

@@ -326,6 +326,7 @@ def test_without_the_mask_the_same_request_is_not_json(servers: dict[tuple[str, 
         json.loads(reply.choices[0].message.content or "")
 
 
+@pytest.mark.slow  # two servers of their own, on real vocabularies: make check
 @pytest.mark.parametrize("family", ["mistral", "tekken"])
 def test_real_vocabularies_parse_too(family: str) -> None:
     """Mistral 7B's 32,000 pieces and Tekken's 131,072 tokens: the first request waits for the index (seconds)."""

@@ -139,6 +139,7 @@ class StructuredSampler(_solution.StructuredSampler):
 '''
 
 
+@pytest.mark.slow  # the design under stress (spinning samplers, a hundred replies, thrash, memory): make check
 def test_a_reply_past_the_decode_memory_limit_is_a_503_naming_it(tmp_path: Any,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The OS enforces the decode process's limit (RLIMIT_AS): a reply whose work there (here the student's
@@ -192,6 +193,7 @@ def spinning(tmp_path: Any) -> str:
     return str(path)
 
 
+@pytest.mark.slow  # the design under stress (spinning samplers, a hundred replies, thrash, memory): make check
 def test_replies_whose_clients_left_stop_their_cpu(spinning: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ten requests whose first choice (the student's sampler, in the decode process) would spin for a minute,
     each client gone after half a second: the decode process's CPU stops (counted by the kernel over the second
@@ -233,6 +235,7 @@ def warm_gap(server: BackgroundServer) -> float:
     return max(b - a for a, b in itertools.pairwise(arrivals[2:]))
 
 
+@pytest.mark.slow  # the design under stress (spinning samplers, a hundred replies, thrash, memory): make check
 def test_a_reply_never_waits_on_another_replys_mask(spinning: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A constrained stream whose masks are cached keeps its pace beside a reply whose first choice spins: its
     largest gap beside stays within twice its largest gap alone, in the same run.
@@ -296,6 +299,7 @@ def test_a_schema_whose_regex_compiles_past_its_budget_is_served_with_a_stack(se
     jsonschema.validate(json.loads(reply.json()["choices"][0]["message"]["content"]), schema)
 
 
+@pytest.mark.slow  # the design under stress (spinning samplers, a hundred replies, thrash, memory): make check
 def test_a_hundred_concurrent_replies_for_one_cached_schema_stay_under_the_decode_memory_limit() -> None:
     """The issue's probe on Tekken: 100 requests at once for one cached schema (a string of up to 24 characters,
     whose masks are each most of the vocabulary), and 100 for json_object. Every reply is served, and the decode
@@ -338,6 +342,7 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.slow  # the design under stress (spinning samplers, a hundred replies, thrash, memory): make check
 def test_a_compile_whose_clients_left_stops_its_cpu() -> None:
     """Three requests for one slow new grammar (a forced call of eight long strings: tens of seconds of CPU to
     compile on bpe), every client gone after a second: the compile is killed, so the compile workers spend
@@ -381,6 +386,7 @@ def tree(name: str) -> dict[str, Any]:
             "required": [name], "additionalProperties": False}
 
 
+@pytest.mark.slow  # the design under stress (spinning samplers, a hundred replies, thrash, memory): make check
 def test_cached_recursive_schemas_sent_round_robin_never_rebuild_and_never_stall() -> None:
     """Issue 41's thrash: five cached recursive schemas on Tekken, sent round and round. Each crossed to the decode
     process once (a cache hit never rebuilds), and a warm constrained stream beside them keeps its pace: its largest
