@@ -176,6 +176,7 @@ def test_every_cut_of_the_call_builds_what_the_sdks_build_from_the_stream(k: int
 BLACK_BOX_SCRIPTS = [name for name in SCRIPTS if name not in ("long", "write file")]
 
 
+@pytest.mark.slow  # a red team: every cut of every scripted reply on three endpoints (11 s of CPU): make check
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 @pytest.mark.parametrize("tokenizer", ["bpe", "spm"])
 def test_no_cut_of_any_scripted_reply_is_a_server_error(tokenizer: str, endpoint: str) -> None:
