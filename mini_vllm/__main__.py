@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 from mini_vllm.labs import describe_choice
-from mini_vllm.serving import serve
 from mini_vllm.tokenizers.families import TOKENIZER_FAMILIES
 
 
@@ -30,6 +29,10 @@ def main() -> None:
     if args.tokens_per_step < 1:
         parser.error("--tokens-per-step must be >= 1")
     print(describe_choice("running"))
+    # Imported here, not at the top: the server's spawned processes (decode, compiles) import this module
+    # again as their __main__, and must not pay for the web server they never run.
+    from mini_vllm.serving import serve
+
     serve(args.host, args.port, args.tokenizer, args.delay, args.reasoning, args.reasoning_field,
           args.tokens_per_step)
 

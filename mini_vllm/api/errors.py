@@ -9,24 +9,17 @@ all come out here, in the body shape of the API the path belongs to.
 
 The shape is chosen per path: OpenAI's by default, and ``app.state.error_shapes`` maps a path
 prefix to another (``{"/v1/messages": anthropic_error_body}``). One :class:`ApiError` carries
-what went wrong; each shape only decides how to spell it.
+what went wrong; each shape only decides how to spell it. The handlers that answer with them, and
+the body-size guard, are the web framework's side: :mod:`mini_vllm.server.http_errors`. This module
+imports no web framework, so a process spawned to decode or compile (which raises ``ApiError``) starts
+without FastAPI.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
-
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-logger = logging.getLogger("mini_vllm.server")
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # 16 MiB: far more than any prompt the toy model's context holds
 
@@ -62,21 +55,6 @@ def anthropic_error_body(error: ApiError) -> dict[str, Any]:
     """Anthropic's shape, for ``/v1/messages``: ``{"type": "error", "error": {"type", "message"}}``."""
     kind = ANTHROPIC_ERROR_TYPES.get(error.status, "invalid_request_error" if error.status < 500 else "api_error")
     return {"type": "error", "error": {"type": kind, "message": error.message}}
-
-
-def error_shape_for(app: Any, path: str) -> ErrorShape:
-    """The shape registered for the longest prefix of ``path``; OpenAI's when none is."""
-    shapes: dict[str, ErrorShape] = getattr(app.state, "error_shapes", {}) if app is not None else {}
-    best = max((prefix for prefix in shapes if path.startswith(prefix)), key=len, default=None)
-    return shapes[best] if best is not None else openai_error_body
-
-
-def error_response(error: ApiError, shape: ErrorShape = openai_error_body) -> JSONResponse:
-    return JSONResponse(shape(error), status_code=error.status, headers=error.headers)
-
-
-def error_response_for(request: Request, error: ApiError) -> JSONResponse:
-    return error_response(error, error_shape_for(request.app, request.url.path))
 
 
 # ----------------------------------------------------------------- pydantic errors -> one ApiError
@@ -142,109 +120,6 @@ def validation_error(errors: Sequence[Any]) -> ApiError:
         message = f"{param}: {message}" if param and not message.startswith(param) else message
     return ApiError(400, message, param=param or None, code="invalid_value" if kind != "extra_forbidden"
                     else "unknown_field")
-
-
-# ----------------------------------------------------------------- the handlers and the guard
-
-
-# The codes of the errors Starlette raises itself (OpenAI answers an unknown URL with "unknown_url").
-HTTP_ERROR_CODES = {404: "unknown_url", 405: "method_not_allowed", 413: "request_too_large"}
-
-
-def install_error_handling(app: FastAPI, max_body_bytes: int = MAX_BODY_BYTES,
-                           shapes: dict[str, ErrorShape] | None = None) -> None:
-    """Route every error of ``app`` through :func:`error_shape_for`; refuse bodies over ``max_body_bytes``.
-
-    Call once, right after making the app. ``shapes`` adds path prefixes with their own body shape
-    (also possible later: ``app.state.error_shapes[prefix] = shape``).
-    """
-    app.state.error_shapes = dict(shapes or {})
-
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, error: ApiError) -> JSONResponse:
-        return error_response_for(request, error)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        return error_response_for(request, validation_error(error.errors()))
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, error: HTTPException) -> JSONResponse:
-        code = HTTP_ERROR_CODES.get(error.status_code, "invalid_request")
-        if error.status_code == 404:
-            message = f"Invalid URL ({request.method} {request.url.path}): no such route"
-        elif error.status_code == 405:
-            message = f"Method {request.method} is not allowed for {request.url.path}"
-        elif error.status_code == 413:
-            message = str(error.detail)
-        else:  # e.g. FastAPI's 400 for a body it could not parse at all (JSON nested too deep)
-            message = f"the request body could not be read ({error.detail}): is it JSON nested too deeply?"
-        kind = "invalid_request_error" if error.status_code < 500 else "server_error"
-        return error_response_for(request, ApiError(error.status_code, message, code=code, type=kind,
-                                                    headers=dict(error.headers or {}) or None))
-
-    app.add_middleware(GuardMiddleware, max_body_bytes=max_body_bytes)
-
-
-class BodyTooLarge(HTTPException):
-    """Raised while the body is read; an HTTPException, so FastAPI's body reader lets it through."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(413, f"the request body is larger than the limit of {limit:,} bytes")
-
-
-class GuardMiddleware:
-    """Outermost guard of the app: a body-size limit checked before any work, and a last-resort 500.
-
-    The body limit is checked on ``Content-Length`` at once, and again on the bytes actually
-    received (a chunked body has no length). An exception nobody handled becomes a 500 in the
-    path's error shape, and is not re-raised, so uvicorn keeps the connection open.
-    """
-
-    def __init__(self, app: ASGIApp, max_body_bytes: int = MAX_BODY_BYTES) -> None:
-        self.app, self.max_body_bytes = app, max_body_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        shape = error_shape_for(scope.get("app"), scope.get("path", ""))
-        too_large = ApiError(413, f"the request body is larger than the limit of {self.max_body_bytes:,} bytes",
-                             code="request_too_large")
-        length = dict(scope.get("headers", [])).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            await error_response(too_large, shape)(scope, receive, send)
-            return
-        received, started = 0, False
-
-        async def counting_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
-                    raise BodyTooLarge(self.max_body_bytes)
-            return message
-
-        async def watching_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counting_receive, watching_send)
-        except BodyTooLarge:
-            if not started:
-                await error_response(too_large, shape)(scope, receive, send)
-        except ClientDisconnect:  # the client left before its body was all sent: nobody to answer, nothing wrong
-            logger.info("client left mid-body on %s", scope.get("path"))
-        except Exception as error:
-            logger.exception("unhandled error on %s", scope.get("path"))
-            if started:  # the status line is gone: nothing honest left to send
-                raise
-            failure = ApiError(500, f"internal error: {type(error).__name__}: {error}", type="server_error",
-                               code="internal_error")
-            await error_response(failure, shape)(scope, receive, send)
 
 
 # One encoder, made once: json.dumps with any option but the defaults builds a new encoder per call,

@@ -42,10 +42,11 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mini_vllm.api.errors import ApiError, error_response
+from mini_vllm.api.errors import ApiError
 from mini_vllm.engine import Engine
 from mini_vllm.labs import load_lab
 from mini_vllm.server import create_app
+from mini_vllm.server.http_errors import error_response
 from mini_vllm.server.runner import sse
 from mini_vllm.tokenizers.base import Tokenizer
 from mini_vllm.tokenizers.families import TOKENIZER_FAMILIES, load_tokenizer

@@ -11,6 +11,21 @@ A request reads top to bottom, and imports run the same way:
 - then ``mini_vllm.engine`` (token ids), lab-02's pipeline (text) and the protocol's formatter.
 """
 
-from mini_vllm.server.app import create_app
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mini_vllm.server.app import create_app
 
 __all__ = ["create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    # create_app is imported on first use: a process spawned to run one part (the decode process, a compile
+    # worker) imports this package first, and the app's routes and FastAPI would cost it 0.5 s of CPU for nothing.
+    if name == "create_app":
+        from mini_vllm.server.app import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from mini_vllm.api.errors import MAX_BODY_BYTES, anthropic_error_body, install_error_handling
+from mini_vllm.api.errors import MAX_BODY_BYTES, anthropic_error_body
 from mini_vllm.api.models import ModelCard, ModelList, error_responses
 from mini_vllm.api.protocol import check_model
 from mini_vllm.engine import Engine
@@ -24,6 +24,7 @@ from mini_vllm.labs import load_lab
 from mini_vllm.server.bodies import BODY_MODELS
 from mini_vllm.server.chat import chat_router
 from mini_vllm.server.compile_pool import CPU_SECONDS, MEMORY_BYTES, CompilePool
+from mini_vllm.server.http_errors import install_error_handling
 from mini_vllm.server.messages import messages_router
 from mini_vllm.server.responses import responses_router
 from mini_vllm.server.templates import Prompts, chat_lab
