@@ -75,7 +75,7 @@ def normalise(value: Any, depth: int = 0) -> Any:
     if isinstance(value, (set, frozenset)):
         return sorted(repr(v) if plain else repr(normalise(v, depth + 1)) for v in value)
     if isinstance(value, SearchStrategy):  # no task returns one, and its repr pretty-prints everything it was
-        return "<a hypothesis strategy>"  # built from: seconds for one over a vocabulary (lab-09's probe: 13 s)
+        return "<a hypothesis strategy>"  # built from, a vocabulary included (lab-09's probe: 11.0 -> 9.1 s)
     return re.sub(r" at 0x[0-9a-f]+", "", repr(value))
 
 

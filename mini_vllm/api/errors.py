@@ -5,7 +5,7 @@ A client library decides what to do from the status and the body: the openai SDK
 Starlette's plain ``Internal Server Error`` or FastAPI's ``{"detail": ...}``: an unknown route
 (404), a wrong method (405), a body that is not JSON, a field of the wrong type (pydantic's
 validation error), a body over the size limit (413) and any exception nobody expected (500)
-all come out here, in the body shape of the API the path belongs to.
+all come out as an :class:`ApiError`, in the body shape of the API the path belongs to.
 
 The shape is chosen per path: OpenAI's by default, and ``app.state.error_shapes`` maps a path
 prefix to another (``{"/v1/messages": anthropic_error_body}``). One :class:`ApiError` carries
