@@ -21,7 +21,7 @@ import openai
 from mini_vllm.labs import load_lab
 from mini_vllm.sampling import SamplingParams
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
-from mini_vllm.toy_model import script_for
+from mini_vllm.toy_scripts import script_for
 
 
 def pipeline_alone(tokenizer_name: str, tokens_per_step: int = 1, repeats: int = 5) -> tuple[float, int]:

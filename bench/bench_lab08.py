@@ -35,7 +35,8 @@ from mini_vllm.labs import load_lab
 from mini_vllm.labtypes.lab08 import TokenTrie, Vocabulary, build_token_trie
 from mini_vllm.testing.structured import GuidanceOracle, OutlinesOracle, family_vocabulary, walk
 from mini_vllm.tokenizers.base import encode_continuation
-from mini_vllm.toy_model import WEATHER_JSON_TEXT, ToyModel
+from mini_vllm.toy_model import ToyModel
+from mini_vllm.toy_scripts import WEATHER_JSON_TEXT
 
 FAMILIES = ("bpe", "mistral", "tekken")
 SAMPLED_STEPS = 10  # states timed per vocabulary (the plain scan of Tekken takes about a second each)

@@ -42,7 +42,7 @@ from mini_vllm.labtypes.lab09 import Grammar
 from mini_vllm.testing.stack import GuidanceGrammarOracle
 from mini_vllm.testing.structured import _guidance_tokenizer, family_vocabulary
 from mini_vllm.tokenizers.base import encode_continuation
-from mini_vllm.toy_model import TREE_JSON, WEATHER_JSON
+from mini_vllm.toy_scripts import TREE_JSON, WEATHER_JSON
 
 FAMILY = "tekken"
 GOAL = 10.0  # issue #32: lab-09's warm mask at most this many times llguidance's

@@ -26,7 +26,8 @@ from mini_vllm.demo import (
 from mini_vllm.labs import load_lab
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
 from mini_vllm.tokenizers.byte import ByteTokenizer
-from mini_vllm.toy_model import SCRIPTS, WEATHER_JSON_TEXT, ToyModel, script_for
+from mini_vllm.toy_model import ToyModel
+from mini_vllm.toy_scripts import SCRIPTS, WEATHER_JSON_TEXT, script_for
 
 SOLUTION = load_lab("lab-02", "solution")
 

@@ -26,7 +26,8 @@ import pytest
 from mini_vllm.demo import load_demo_tokenizer
 from mini_vllm.labs import REPO_ROOT, load_lab
 from mini_vllm.serving import BackgroundServer, build_engine
-from mini_vllm.toy_model import (
+from mini_vllm.toy_model import ToyModel
+from mini_vllm.toy_scripts import (
     OSAKA_CALL,
     PARIS_CALL,
     SCRIPTS,
@@ -34,7 +35,6 @@ from mini_vllm.toy_model import (
     STOP_THOUGHT,
     WEATHER_CALL,
     WRITE_FILE_CALL,
-    ToyModel,
 )
 
 # One worker runs this whole module under pytest-xdist: one Chromium to start, not one per worker.

@@ -27,7 +27,8 @@ from mini_vllm.serving import build_engine
 from mini_vllm.testing.strategies import multilingual_text
 from mini_vllm.tokenizers.hf import hf_mistral_tokenizer, hf_tekken_tokenizer
 from mini_vllm.tokenizers.mistral import MistralTokenizer, TekkenTokenizer
-from mini_vllm.toy_model import SCRIPTS, ToyModel
+from mini_vllm.toy_model import ToyModel
+from mini_vllm.toy_scripts import SCRIPTS
 
 MISTRAL, TEKKEN = load_tokenizer("mistral"), load_tokenizer("tekken")
 REAL = {"mistral": MISTRAL, "tekken": TEKKEN}

@@ -22,7 +22,8 @@ from mini_vllm.kv_pool import BlockPool, NoFreeBlocks
 from mini_vllm.labs import load_lab
 from mini_vllm.sampling import InvalidRequest, SamplingParams
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
-from mini_vllm.toy_model import SCRIPTS, ToyModel, script_for
+from mini_vllm.toy_model import ToyModel
+from mini_vllm.toy_scripts import SCRIPTS, script_for
 
 SOLUTION = load_lab("lab-02", "solution")
 

@@ -28,7 +28,8 @@ from openai.types.responses import ResponseStreamEvent
 from mini_vllm.labs import load_lab
 from mini_vllm.server import create_app
 from mini_vllm.serving import MODEL_NAME, build_engine
-from mini_vllm.toy_model import SCRIPTS, ToyModel
+from mini_vllm.toy_model import ToyModel
+from mini_vllm.toy_scripts import SCRIPTS
 
 LAB02, LAB07 = load_lab("lab-02", "solution"), load_lab("lab-07", "solution")
 NAMES = ["get_weather", "book_table", "write_file"]

@@ -34,7 +34,7 @@ from mini_vllm.testing.events import (
     responses_channels,
     sdk_problem,
 )
-from mini_vllm.toy_model import TOOL_RESULT_REPLY, WEATHER_CALL
+from mini_vllm.toy_scripts import TOOL_RESULT_REPLY, WEATHER_CALL
 
 SERVERS = [("byte", 1), ("bpe", 3)]
 # One server per real model's vocabulary (mistral-common's files), for the test of their own below:

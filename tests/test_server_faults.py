@@ -37,7 +37,8 @@ from mini_vllm.sampling import SamplingParams
 from mini_vllm.server import bodies
 from mini_vllm.server.bodies import MAX_JSON_OBJECTS
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
-from mini_vllm.toy_model import ToyModel, script_for
+from mini_vllm.toy_model import ToyModel
+from mini_vllm.toy_scripts import script_for
 
 # The load tests and the hostile-client review (the server's red team): in make check, not make test.
 pytestmark = pytest.mark.slow

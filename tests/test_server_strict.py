@@ -20,7 +20,7 @@ import pytest
 from mini_vllm.api.errors import anthropic_error_body
 from mini_vllm.labs import load_lab
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
-from mini_vllm.toy_model import PARIS_CALL, WEATHER_CALL, WRITE_FILE_CALL
+from mini_vllm.toy_scripts import PARIS_CALL, WEATHER_CALL, WRITE_FILE_CALL
 
 SOLUTION = load_lab("lab-02", "solution")
 LIMIT = 256 * 1024  # this module's body size limit (the 100k-deep body is 200 kB)

@@ -30,7 +30,7 @@ import pytest
 
 from mini_vllm.labs import load_lab
 from mini_vllm.serving import MODEL_NAME, BackgroundServer, build_engine
-from mini_vllm.toy_model import TREE_JSON
+from mini_vllm.toy_scripts import TREE_JSON
 
 SOLUTION = load_lab("lab-02", "solution")
 ASK_JSON = "the weather in Tokyo as json, please"

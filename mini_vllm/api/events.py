@@ -14,7 +14,7 @@ Both requests become the same ChatML prompt the toy model reads (Qwen's template
     <|im_start|>assistant\\n                      (+ "<think>\\n" when thinking is on)
 
 An earlier turn's call is written back as the ``<tool_call>`` text the model wrote, and a
-tool's result as a ``tool`` turn, so the toy model (``toy_model.py``) sees that the last
+tool's result as a ``tool`` turn, so the toy model (``toy_model.py``, ``toy_scripts.py``) sees that the last
 input is a tool result and answers by quoting it. Earlier thoughts are dropped, as Qwen3's
 template drops them.
 """

@@ -50,7 +50,8 @@ from mini_vllm.server.http_errors import error_response
 from mini_vllm.server.runner import sse
 from mini_vllm.tokenizers.base import Tokenizer
 from mini_vllm.tokenizers.families import TOKENIZER_FAMILIES, load_tokenizer
-from mini_vllm.toy_model import SCRIPTS, WEATHER_JSON, ToyModel, script_for
+from mini_vllm.toy_model import ToyModel
+from mini_vllm.toy_scripts import SCRIPTS, WEATHER_JSON, script_for
 
 PAGE_DIR = Path(__file__).resolve().parent
 TOKENIZER_NAMES = TOKENIZER_FAMILIES

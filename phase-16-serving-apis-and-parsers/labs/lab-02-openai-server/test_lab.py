@@ -35,7 +35,7 @@ from mini_vllm.testing.strategies import WrittenReply, written_tool_call_replies
 from mini_vllm.testing.stream_oracle import ExpectedStream, decodes_like_sentencepiece, expected_stream
 from mini_vllm.testing.trace import Step, format_trace
 from mini_vllm.tokenizers.base import encode_continuation
-from mini_vllm.toy_model import (
+from mini_vllm.toy_scripts import (
     ANSWER,
     OSAKA_CALL,
     PARIS_CALL,

@@ -40,7 +40,7 @@ from mini_vllm.testing.recorded import value_types
 from mini_vllm.testing.replies import ReplyRun, TextRun, reply_run, text_runs
 from mini_vllm.testing.replies import reference_stream as recorded_stream
 from mini_vllm.tokenizers.families import TOKENIZER_FAMILIES
-from mini_vllm.toy_model import OSAKA_CALL, PARIS_CALL, WEATHER_CALL
+from mini_vllm.toy_scripts import OSAKA_CALL, PARIS_CALL, WEATHER_CALL
 
 lab = load_lab("lab-07")
 reference = reference_lab("lab-07")  # for the control tests only (the student's release has none)

@@ -48,7 +48,8 @@ from mini_vllm.testing.structured import (
     walk,
 )
 from mini_vllm.testing.trace import Step, format_trace, quote
-from mini_vllm.toy_model import WEATHER_JSON, ToyModel
+from mini_vllm.toy_model import ToyModel
+from mini_vllm.toy_scripts import WEATHER_JSON
 
 lab = load_lab("lab-08")
 
