@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.autograder_timing            # complete, blank and hanging submissions
     .venv/bin/python -m bench.autograder_timing --only hang
     .venv/bin/python -m bench.autograder_timing --per-lab  # each lab alone: wall, CPU and peak memory
+    .venv/bin/python -m bench.autograder_timing --per-lab --labs 10  # lab-10's row only
 
 Each submission is graded by ``run_autograder`` of ``make autograder``'s zip, set up once in an
 ``/autograder``-shaped root (see ``instructor/autograder/local.py``), exactly as on Gradescope:
@@ -102,8 +103,9 @@ def grade(root: Path, env: dict[str, str]) -> tuple[float, float, int, str]:
     return seconds, sum(cpu.values()), peak[0], last
 
 
-def per_lab(root: Path, kinds: list[str]) -> None:
-    labs = sorted(p.name for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startswith("lab-"))
+def per_lab(root: Path, kinds: list[str], only: list[str] | None = None) -> None:
+    labs = sorted(p.name for p in LABS_DIR.iterdir() if p.is_dir() and p.name.startswith("lab-")
+                  and (not only or p.name[4:6] in only))
     print("| lab | " + " | ".join(f"{kind}: wall s | CPU s | peak MB" for kind in kinds) + " | load |")
     print("|---|" + "---|---|---|" * len(kinds) + "---|")
     for kind in kinds:  # one submission per kind, every lab in it; each lab graded alone
@@ -127,6 +129,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("complete", "blank", "hang"), action="append")
     parser.add_argument("--per-lab", action="store_true", help="each lab graded alone: TEACHING.md's table")
+    parser.add_argument("--labs", type=lambda text: [n.strip().zfill(2) for n in text.split(",")],
+                        help="with --per-lab: these labs' rows only (e.g. 10 or 03,10)")
     args = parser.parse_args()
     kinds = args.only or (["complete", "hang"] if args.per_lab else ["complete", "blank", "hang"])
     scratch = local.scratch_dir("bench-autograder-")
@@ -136,7 +140,7 @@ def main() -> None:
         print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
               f"run.py's own limit {DEFAULT_TIMEOUT_S} s")
         if args.per_lab:
-            per_lab(root, kinds)
+            per_lab(root, kinds, args.labs)
             return
         for kind in kinds:
             submission = root / "submission"

@@ -50,8 +50,8 @@ from mini_vllm.testing.provenance import sha256_of
 GRADED_PYTEST = ["-q", "-rN", "-p", "no:warnings", "-p", "no:unraisableexception", "-p", "no:schemathesis",
                  "-p", "no:xdist", "-m", "not control", "--assert=plain", "--no-header", "--tb=no"]
 # Gradescope's own limit is set per assignment, up to 40 minutes, and TEACHING.md says to set it to 40: stop 10
-# minutes before it, so the "0 points, here is why" result is always written. A complete submission of every lab
-# took 543 s on 2 cores at load average 15, one whose every function hangs 530 s (python -m bench.autograder_timing).
+# minutes before it, so the "0 points, here is why" result is always written. What a grading takes, per lab, complete
+# and with every call looping forever: TEACHING.md's table (python -m bench.autograder_timing --per-lab).
 DEFAULT_TIMEOUT_S = 1800
 OUTPUT_TAIL = 3000  # characters of pytest's output kept in a crashed run's result
 IMPORT_FAILURE = "LabDoesNotImport: "  # how the sandbox reports a lab whose file fails to import (mini_vllm/sandbox)
