@@ -19,6 +19,9 @@ def test_every_lab_has_a_notebook() -> None:
     assert lab_numbers <= notebook_numbers, f"labs without a notebook: {sorted(lab_numbers - notebook_numbers)}"
 
 
+# make check (slow): ten kernels started and every cell run cost make test about 27 s of CPU (a tenth of it), and a
+# notebook runs the same lab code its lab's tests already run in make test; `make notebooks` runs them all too.
+@pytest.mark.slow
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes(path: Path) -> None:
