@@ -39,6 +39,8 @@ class Worker(Protocol):
     load_reference: Any
     meter: Meter | None
     overrun: float | None
+    stopped_at: Any
+    warm: tuple[str, ...]
     last_cpu_s: float | None
     test_bytes: int
     test_served_s: float
@@ -117,6 +119,7 @@ class ParentPeer(Peer):
         self._counted = 0  # of received_bytes, what was added to the worker's count for the test
         self._call: tuple[Budget, Clock] | None = None  # the call being waited for: its budget and clock
         self._serving = False  # a request of the child's is being served (requests can nest)
+        self._families_before: set[str] = set()  # the tokenizer families sent before the last one was
 
     def request(self, op: str, *args: Any) -> Any:
         """One question to the child, asked only if the lab's API has it, its answer checked against the API."""
@@ -149,10 +152,16 @@ class ParentPeer(Peer):
             if meter is not None:
                 meter.start()
             clock = Clock(meter)
-            families = len(self.codec.families_sent)
+            sent = self.codec.families_sent
+            before = len(sent)
             number = self._send_request(op, args)
-            first_load = len(self.codec.families_sent) > families
-            if first_load:  # the child builds a tokenizer it has not built yet: that is not the call's cost
+            # The child builds a tokenizer it has not built yet: that is not the call's cost. A family it loaded as
+            # it started (its ``warm`` ones, before it answered "ready") costs the call nothing, so adds nothing.
+            first_load = False
+            if len(sent) > before:
+                first_load = not (sent - self._families_before) <= set(self.worker.warm)
+                self._families_before = set(sent)
+            if first_load:
                 budget = budget.plus(FIRST_LOAD_BUDGET_S)
             deadline = clock.started + budgets.SLICE_S
             outer, self._call = self._call, (budget, clock)
@@ -175,7 +184,7 @@ class ParentPeer(Peer):
                 if cpu <= budget.cpu_s and clock.wall_s() <= budget.wall_s:
                     deadline = time.monotonic() + budgets.SLICE_S  # within budget: keep waiting
                     continue
-                self.worker.overrun = cpu
+                self.worker.overrun, self.worker.stopped_at = cpu, budget
                 interrupted = True  # ask the child to stop the call; kill it if it does not
                 self.worker.interrupt()
                 deadline = time.monotonic() + INTERRUPT_GRACE_S

@@ -67,6 +67,7 @@ class Worker:
         self.deaths: dict[str, int] = {}  # per name: how often a call of it ended its process
         self.meter: Meter | None = None  # the child's CPU time, read from /proc
         self.overrun: float | None = None  # CPU seconds of the call that ran out, when it was stopped
+        self.stopped_at: Budget | None = None  # the budget it was stopped at (more, when it first built a tokenizer)
         self.last_cpu_s: float | None = None  # CPU seconds of the last call, when it lasted long enough to read
         self.timed_out: str | None = None  # the call that ran out since the test began: the retry needs a fresh child
         self.confirmed: set[str] = set()  # calls that ran out in a test and again in its retry
@@ -244,7 +245,7 @@ class Worker:
             raise CallTimeout(f"lab-{self.number}'s code ran out of its budget {self.timeouts} times in this run, so "
                               f"{label} is not called again (each time costs up to {budget.wall_s:g} s; fix the "
                               "first one)", label=label, retry=False)
-        self.overrun = None
+        self.overrun = self.stopped_at = None
         try:
             result = exchange(budget)
         except CallTimedOut as stopped:
@@ -253,7 +254,8 @@ class Worker:
             self.timed_out = label
             self.timeouts += 1
             # A retry is for a fluke: once a call of this lab ran out twice in a row, its code does hang.
-            raise CallTimeout(self._ran_out(label, budget), label=label, retry=not self.confirmed) from None
+            raise CallTimeout(self._ran_out(label, budget, self.stopped_at or budget), label=label,
+                              retry=not self.confirmed) from None
         except ChannelClosed:
             self.deaths[label] = self.deaths.get(label, 0) + 1
             process = self.process
@@ -290,11 +292,18 @@ class Worker:
                 cost.largest_message = max(cost.largest_message, self.peer.largest_message)
         return result
 
-    def _ran_out(self, label: str, budget: Budget) -> str:
+    def _ran_out(self, label: str, own: Budget, budget: Budget) -> str:
+        """Why a call was stopped. ``budget`` is what it was stopped at: its ``own``, plus the allowance for
+        building a tokenizer the grading process had not built yet when the call handed it one."""
         cpu = self.overrun if self.overrun is not None else budget.cpu_s
         call = STARTING.get(label, label)
+        if budget.cpu_s > own.cpu_s:
+            allowed = (f"its budget of {own.cpu_s:g} s plus {budget.cpu_s - own.cpu_s:g} s for building a tokenizer "
+                       "it was handed for the first time")
+        else:
+            allowed = f"its budget of {own.cpu_s:g} s"
         if cpu > budget.cpu_s:
-            spent = f"stopped after {cpu:.3g} s of CPU: {call} used more than its budget of {budget.cpu_s:g} s"
+            spent = f"stopped after {cpu:.3g} s of CPU: {call} used more than {allowed}"
         else:
             spent = (f"stopped after {budget.wall_s:g} s: {call} did not return, using {cpu:.2g} s of CPU (it sleeps "
                      "or waits for something that never comes)")
