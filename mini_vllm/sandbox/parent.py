@@ -155,14 +155,16 @@ class ParentPeer(Peer):
             sent = self.codec.families_sent
             before = len(sent)
             number = self._send_request(op, args)
-            # The child builds a tokenizer it has not built yet: that is not the call's cost. A family it loaded as
-            # it started (its ``warm`` ones, before it answered "ready") costs the call nothing, so adds nothing.
-            first_load = False
+            # The child builds a real vocabulary it has not built yet: that is not the call's cost. One it loaded as
+            # it started (its ``warm`` ones, before it answered "ready") adds nothing, nor does a course tokenizer.
+            allowance = 0.0
             if len(sent) > before:
-                first_load = not (sent - self._families_before) <= set(self.worker.warm)
+                built = sent - self._families_before - set(self.worker.warm)
+                allowance = max((FIRST_LOAD_BUDGET_S.get(family, 0.0) for family in built), default=0.0)
                 self._families_before = set(sent)
+            first_load = allowance > 0
             if first_load:
-                budget = budget.plus(FIRST_LOAD_BUDGET_S)
+                budget = budget.plus(allowance)
             deadline = clock.started + budgets.SLICE_S
             outer, self._call = self._call, (budget, clock)
             try:
