@@ -39,7 +39,7 @@ class Worker(Protocol):
     load_reference: Any
     meter: Meter | None
     overrun: float | None
-    stopped_at: Any
+    stopped_at: Budget | None
     warm: tuple[str, ...]
     last_cpu_s: float | None
     test_bytes: int
@@ -119,7 +119,7 @@ class ParentPeer(Peer):
         self._counted = 0  # of received_bytes, what was added to the worker's count for the test
         self._call: tuple[Budget, Clock] | None = None  # the call being waited for: its budget and clock
         self._serving = False  # a request of the child's is being served (requests can nest)
-        self._families_before: set[str] = set()  # the tokenizer families sent before the last one was
+        self._families_before: set[str] = set()  # the families sent to this child, as of the last new one
 
     def request(self, op: str, *args: Any) -> Any:
         """One question to the child, asked only if the lab's API has it, its answer checked against the API."""
