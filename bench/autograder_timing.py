@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shutil
 import subprocess
 import threading
@@ -38,10 +37,10 @@ from pathlib import Path
 from instructor.autograder import local
 from instructor.autograder.build import build
 from instructor.autograder.run import DEFAULT_TIMEOUT_S
+from instructor.contract import looping
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 
 IN_RELEASE = LABS_DIR.relative_to(REPO_ROOT)
-STUB = re.compile(r"^([ \t]*)(raise NotImplementedError)", re.M)
 
 
 def fill(submission: Path, kind: str) -> None:
@@ -50,7 +49,7 @@ def fill(submission: Path, kind: str) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         text = (lab / ("solution.py" if kind == "complete" else "starter.py")).read_text(encoding="utf-8")
         if kind == "hang":
-            text = STUB.sub(r"\1while True: pass  # hangs: each call runs out its budget\n\1\2", text)
+            text = looping(text)
         target.write_text(text, encoding="utf-8")
 
 

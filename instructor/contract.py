@@ -23,6 +23,15 @@ from typing import Any
 from instructor.variants import Job
 from mini_vllm.labs import REPO_ROOT
 
+# A stub of a starter (``raise NotImplementedError`` and what follows it on its line, or lines).
+STUB = re.compile(r"^([ \t]*)(raise NotImplementedError)", re.M)
+
+
+def looping(starter: str) -> str:
+    """A starter's text with every stub looping forever before it raises: each call runs out of its budget (the
+    slowest honest-looking submission, which the grader must stop and name)."""
+    return STUB.sub(r"\1while True:  # hangs\n\1    pass\n\1\2", starter)
+
 
 @dataclass(frozen=True)
 class LabRun:

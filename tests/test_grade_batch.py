@@ -24,7 +24,6 @@ import contextlib
 import csv
 import io
 import json
-import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from instructor.autograder import batch, local, metadata
+from instructor.contract import looping
 from mini_vllm.labs import LABS_DIR, REPO_ROOT
 from mini_vllm.testing.gradescope import validate
 from mini_vllm.testing.policy import load_policy
@@ -205,11 +205,6 @@ def export_yaml(submitters: dict[str, list[tuple[str, str]]]) -> str:
         for name, sid in people:
             lines += [f"  - :name: {name}", f"    :sid: '{sid}'", f"    :email: {sid.lower()}@example.edu"]
     return "\n".join(lines) + "\n"
-
-
-def looping(text: str) -> str:
-    """The starter with every stub looping forever instead of raising: each call runs out of its budget."""
-    return re.sub(r"(?m)^( *)raise NotImplementedError\(.*\)$", r"\1while True:\n\1    pass", text)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from instructor.contract import LabRun, run_jobs, run_lab_tests, task_of
+from instructor.contract import LabRun, looping, run_jobs, run_lab_tests, task_of
 from instructor.variants import Job
 from mini_vllm.labs import LABS_DIR, REPO_ROOT, impl_path
 from mini_vllm.sandbox.isolation import BWRAP, probe
@@ -332,8 +332,7 @@ def test_a_tokenizer_the_child_loaded_as_it_started_adds_nothing_to_a_calls_budg
     milliseconds. (It was: each stop of a looping call cost 22 s, not 2.)"""
     lab_10 = next(LABS_DIR.glob("lab-10-*"))
     hangs = tmp_path / "hangs.py"
-    hangs.write_text(re.sub(r"^([ \t]*)(raise NotImplementedError)", r"\1while True: pass\n\1\2",
-                            (lab_10 / "starter.py").read_text(encoding="utf-8"), flags=re.M), encoding="utf-8")
+    hangs.write_text(looping((lab_10 / "starter.py").read_text(encoding="utf-8")), encoding="utf-8")
     run = run_lab_tests(lab_10, {"LAB_SANDBOX": "1", "LAB_IMPL_10": str(hangs)},
                         args=["-k", "test_text_is_encoded_as_the_vocabulary_encodes_text and (tekken or byte)"],
                         timeout=600)
