@@ -12,16 +12,17 @@ Two measurements, each side by side in one run:
 2. **Versus DecodeStream, on every family** (byte, bpe, spm, mistral, tekken): ASCII, CJK and
    emoji streams of 4,096 tokens, timed whole, the two methods taking turns, best of several
    rounds. Both run on the same Rust ``decode`` (a ``tokenizers.Tokenizer`` for each family,
-   :mod:`mini_vllm.tokenizers.hf`), so the ratio is the algorithm's cost, not the backend's. The course's
-   target is at most 3x.
+   :mod:`mini_vllm.tokenizers.hf`), so the ratio is the algorithm's cost, not the backend's. Issue 43's
+   target is at most 2.5x (the course's was 3x).
 3. **On the course's tokenizer protocol** (the shipped BPE): the solution over ``HFTokenizer``, which checks
    every id of every window as the tests and the grading sandbox's copy do, over the raw ``tokenizers.Tokenizer``
    (no check), a model of vLLM's ``FastIncrementalDetokenizer`` (:class:`VllmFastShaped`: ``DecodeStream`` plus
    the Python vLLM runs around it per token) and ``DecodeStream``, the four taking turns. Issue 43's target is
    at most 2.5x DecodeStream, which it equates with at most 1x vLLM's Fast detokenizer: both ratios are
-   printed, with the machine's load (wall time on a loaded machine favours the Rust side). A fifth method is
-   the floor under any solution of the lab's design: ``HFTokenizer.decode`` of the last ``window`` = 4 ids
-   alone (the smallest window a push decodes: three tokens of context and the new one), with no bookkeeping.
+   printed, with the machine's load (wall time on a loaded machine favours the Rust side). Two floors, with no
+   bookkeeping: ``HFTokenizer.decode`` of the last ``window`` = 4 ids alone (the smallest window a push of the
+   lab's design decodes: three tokens of context and the new one), and the very ``decode`` calls the solution
+   makes on that stream, recorded once and replayed (the floor under its bookkeeping).
 
 The solution is whatever ``LAB_IMPL`` selects; it is handed the ``tokenizers.Tokenizer`` itself
 (its ``decode(ids, skip_special_tokens=...)`` is the one method the lab uses).
@@ -68,7 +69,7 @@ HF_FAMILIES: dict[str, Callable[[], HFRawTokenizer]] = {
     "mistral": hf_mistral_tokenizer, "tekken": hf_tekken_tokenizer,
 }
 SIDE_BY_SIDE_TOKENS, SIDE_BY_SIDE_PROMPT, ROUNDS = 4096, 256, 7
-TARGET = 3.0
+TARGET = 2.5  # issue 43: on the same Rust decode (the course target was 3x)
 PROTOCOL_TARGET = 2.5  # over HFTokenizer on the shipped BPE (issue 43 equates it with 1x vLLM's Fast detokenizer)
 
 # A method takes the prompt and returns a step function to call once per output token.
@@ -97,6 +98,41 @@ def decode_alone_on(tokenizer: HFTokenizer, window: int = 4) -> Starter:
         def step(token_id: int) -> object:
             ids.append(token_id)
             return tokenizer.decode(ids[-window:], False)
+
+        return step
+
+    return start
+
+
+class _Recorder:
+    """A tokenizer that passes ``decode`` on and notes each window it was handed, per pushed token."""
+
+    def __init__(self, tokenizer: HFTokenizer) -> None:
+        self.tokenizer, self.calls = tokenizer, [[]]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        self.calls[-1].append(list(ids))
+        return self.tokenizer.decode(ids, skip_special_tokens)
+
+
+def its_decodes_alone_on(tokenizer: HFTokenizer, output: Sequence[int]) -> Starter:
+    """The ``decode`` calls the solution makes for each token of ``output``, replayed with nothing else: the floor
+    under that solution's bookkeeping (recorded once per prompt, untimed)."""
+    lab = load_lab("lab-04")
+
+    def start(prompt: Sequence[int]) -> Callable[[int], object]:
+        recorder = _Recorder(tokenizer)
+        detok = lab.IncrementalDetokenizer(recorder, prompt)
+        recorder.calls = []
+        for token_id in output:
+            recorder.calls.append([])
+            detok.push(token_id)
+        windows, decode = iter(recorder.calls), tokenizer.decode
+
+        def step(token_id: int) -> object:
+            for ids in next(windows):
+                decode(ids, False)
+            return None
 
         return step
 
@@ -223,7 +259,7 @@ def side_by_side() -> list[str]:
             worst = max(worst, (us / them, f"{family} {kind}"))
             print(f"{family:<9}{kind:<8}{us:>10.2f}{them:>14.2f}{us / them:>7.2f}x")
     return [f"lab-04 vs DecodeStream per token on ASCII, CJK and emoji, five families: at most {worst[0]:.2f}x "
-            f"({worst[1]}; target <= {TARGET:.0f}x)"]
+            f"({worst[1]}; target <= {TARGET}x)"]
 
 
 def on_the_protocol() -> list[str]:
@@ -239,16 +275,18 @@ def on_the_protocol() -> list[str]:
         "vLLM Fast (model)": lambda prompt: VllmFastShaped(raw, prompt).push,
         "DecodeStream": decode_stream_on(raw),
         "decode of 4 ids alone": decode_alone_on(wrapped),
+        "its decodes alone": decode_alone_on(wrapped),  # (replaced below by a replay of each stream's decodes)
     }
     load = os.getloadavg()[0]
     print("\nlab-04 on the course's tokenizer protocol (HFTokenizer) vs vLLM's Fast detokenizer and DecodeStream, "
           f"shipped BPE ({SIDE_BY_SIDE_TOKENS} tokens, each 256-token chunk's best of {ROUNDS} rounds, µs per token; "
           f"load average {load:.1f} on {os.cpu_count()} CPUs)")
     print(f"{'stream':<8}" + "".join(f"{name:>22}" for name in methods) + f"{'vs DecodeStream':>17}{'vs vLLM':>9}")
-    worst, worst_vllm, floor = 0.0, 0.0, 0.0
+    worst, worst_vllm, worst_raw, floor, its_floor = 0.0, 0.0, 0.0, 0.0, 0.0
     for kind in ("ascii", "cjk", "emoji"):
         ids = encoder.encode(STREAMS[kind] * (SIDE_BY_SIDE_TOKENS // 2))[:SIDE_BY_SIDE_TOKENS]
         prompt, output = ids[:SIDE_BY_SIDE_PROMPT], ids[SIDE_BY_SIDE_PROMPT:]
+        methods["its decodes alone"] = its_decodes_alone_on(wrapped, output)
         rounds: dict[str, list[list[float]]] = {name: [] for name in methods}
         for _ in range(ROUNDS):
             for name, start in methods.items():
@@ -257,10 +295,14 @@ def on_the_protocol() -> list[str]:
         ratio, ratio_vllm = us["on HFTokenizer"] / us["DecodeStream"], us["on HFTokenizer"] / us["vLLM Fast (model)"]
         worst, worst_vllm = max(worst, ratio), max(worst_vllm, ratio_vllm)
         floor = max(floor, us["decode of 4 ids alone"] / us["DecodeStream"])
+        its_floor = max(its_floor, us["its decodes alone"] / us["DecodeStream"])
+        worst_raw = max(worst_raw, us["on the raw Tokenizer"] / us["DecodeStream"])
         print(f"{kind:<8}" + "".join(f"{us[name]:>22.2f}" for name in methods) + f"{ratio:>16.2f}x{ratio_vllm:>8.2f}x")
     return [f"lab-04 on HFTokenizer per token, shipped BPE, ASCII/CJK/emoji: at most {worst:.2f}x DecodeStream "
             f"(target <= {PROTOCOL_TARGET}x), {worst_vllm:.2f}x a model of vLLM's Fast detokenizer (target <= 1x); "
-            f"load average {load:.1f}; HFTokenizer.decode of 4 ids alone, no bookkeeping: {floor:.2f}x DecodeStream"]
+            f"load average {load:.1f}; floors, no bookkeeping: HFTokenizer.decode of 4 ids alone {floor:.2f}x, of the "
+            f"windows this solution decodes {its_floor:.2f}x DecodeStream; on the raw Tokenizer (no id check) at most "
+            f"{worst_raw:.2f}x DecodeStream"]
 
 
 def main() -> list[str]:

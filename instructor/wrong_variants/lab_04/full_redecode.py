@@ -20,8 +20,7 @@ class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
                  skip_special_tokens: bool = False) -> None:
         super().__init__(tokenizer, prompt_ids, window, skip_special_tokens)
         # The mistake: the context is the whole history (token 0 is always a boundary).
-        self._prefix, self._texts = 0, {}
-        self._context_text = self._text_to(self._read)
+        self._set_prefix(0, self._decode(self.tokens[: self._read]))
 
     def _move_prefix(self) -> None:
         pass  # ... and it never moves

@@ -18,5 +18,5 @@ class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
     def _show_through(self, read: int, text: str) -> str:
         new_text = super()._show_through(read, text)
         # The mistake: the context always starts where the pending tokens start.
-        self._prefix, self._context_text, self._texts = self._read, "", {}
+        self._set_prefix(self._read, "")
         return new_text

@@ -19,6 +19,6 @@ class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
         if not self._prompt_unfinished and self._decode([*self.tokens[self._prefix :], token_id]).endswith(
                 REPLACEMENT_CHAR):
             # The mistake: fall back on the whole history (token 0 is always a boundary).
-            self._prefix, self._texts, self._starts = 0, {}, [0, *self._starts]
-            self._context_text = self._text_to(self._read)
+            self._set_prefix(0, self._decode(self.tokens[: self._read]))
+            self._starts = [0, *self._starts]
         return super().push(token_id)

@@ -16,5 +16,6 @@ class IncrementalDetokenizer(_solution.IncrementalDetokenizer):
                  skip_special_tokens: bool = False) -> None:
         super().__init__(tokenizer, prompt_ids, window, skip_special_tokens)
         # The mistake: the prompt counts as not yet shown (read and prefix back at token 0).
-        self._prefix = self._read = self._start = 0
-        self._texts, self._context_text, self._starts, self._prompt_unfinished = {}, "", [0], False
+        self._read = self._start = 0
+        self._set_prefix(0, "")
+        self._starts, self._prompt_unfinished = [0], False

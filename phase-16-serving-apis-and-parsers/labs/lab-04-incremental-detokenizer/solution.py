@@ -20,6 +20,7 @@ proven boundary (:meth:`IncrementalDetokenizer._is_boundary`) and the work stays
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 
 from mini_vllm.tokenizers.base import REPLACEMENT_CHAR, Tokenizer
@@ -41,7 +42,11 @@ class IncrementalDetokenizer:
     the token that completes it (or, if the output breaks it, as the output's U+FFFD).
     """
 
+    # Set together by _set_prefix, wherever the context starts anew:
+    _prefix: int
+    _context_text: str  # decode(tokens[prefix:read])
     _texts: dict[int, str]  # end -> decode(tokens[prefix:end]) for the current prefix
+    _window: list[int]  # tokens[prefix:], what push decodes: the context, then the pending tokens
 
     def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int] = (), window: int = 4,
                  skip_special_tokens: bool = False) -> None:
@@ -52,38 +57,35 @@ class IncrementalDetokenizer:
         self.tokens = list(prompt_ids)
         self._prompt_len = len(self.tokens)
         self._context_tokens = max(1, window - 1)
-        self._longest_context = 3 * self._context_tokens  # then the prefix moves up (see _move_prefix)
-        self._prefix, self._texts = 0, {}  # end -> decode(tokens[prefix:end]) for the current prefix
+        self._longest_context = 2 * self._context_tokens  # then the prefix moves up (see _move_prefix)
+        self._prefix, self._texts = 0, {}  # (the prompt is looked at from token 0)
         prompt_text = self._text_to(self._prompt_len)  # a bad prompt id raises here, not mid-stream
         # Set while `read` sits before a character the prompt leaves unfinished, until the output's
         # first text settles which characters past `read` are the prompt's own.
         self._prompt_unfinished = prompt_text.endswith(REPLACEMENT_CHAR)
         read = self._last_prompt_boundary(prompt_text) if self._prompt_unfinished else self._prompt_len
-        self._prefix = self._read = self._start = read
-        self._texts, self._context_text = {}, ""
+        self._read = self._start = read
         if read == self._prompt_len:
-            self._prefix = self._prompt_context_start()
-            self._context_text = self._text_to(read)
+            prefix = self._prompt_context_start()
+            self._set_prefix(prefix, self._decode(self.tokens[prefix:read]))
+        else:
+            self._set_prefix(read, "")
         self._starts = [self._prefix]  # earlier read offsets: boundaries where the context may start
 
     # ------------------------------------------------------------------ the lesson
 
     def push(self, token_id: int) -> str:
-        ids = self.tokens[self._prefix :]
-        ids.append(token_id)
-        text = self._decode_ids(ids, self.skip_special_tokens)  # a bad id raises here, before any state changes
+        window = self._window
+        window.append(token_id)
+        try:
+            text = self._decode_ids(window, self.skip_special_tokens)
+        except BaseException:
+            window.pop()  # a bad id raises in decode, before any state changes
+            raise
         self.tokens.append(token_id)
         if not text.endswith(REPLACEMENT_CHAR):
             return self._show_through(len(self.tokens), text)
-        end = len(self.tokens)
-        self._texts[end] = text
-        # A character still arriving spans at most the last three tokens: wait for it. Text
-        # before them is final once a boundary there is proven, so release it (bounded work).
-        rights: dict[int, str] = {}  # position -> decode(tokens[position:end]), shared by the proofs
-        for position in range(end - _UNFINISHED_TOKENS, max(self._read, self._prompt_len), -1):
-            if self._is_boundary(position, end, text, rights):
-                return self._show_through(position, self._text_to(position))
-        return ""
+        return self._wait(text)
 
     def flush(self) -> str:
         # End of stream: whatever is pending is final now, U+FFFD and all.
@@ -92,11 +94,24 @@ class IncrementalDetokenizer:
         if not text.startswith(self._context_text):
             # A byte-fallback decoder turns a whole byte run into U+FFFDs when its end is cut
             # off, the context's part too: decode the pending tokens on their own instead.
-            self._prefix, self._context_text, self._texts = self._read, "", {}
+            self._set_prefix(self._read, "")
             text = self._text_to(end)
         return self._show_through(end, text)
 
     # ------------------------------------------------------------------ bookkeeping
+
+    def _wait(self, text: str) -> str:
+        """``text`` decodes the window and ends in U+FFFD: a character may still be arriving."""
+        end = len(self.tokens)
+        self._texts[end] = text
+        if end - self._read <= _UNFINISHED_TOKENS:
+            return ""  # it spans at most the last three tokens: wait for it
+        # Text before those three is final once a boundary there is proven: release it (bounded work).
+        rights: dict[int, str] = {}  # position -> decode(tokens[position:end]), shared by the proofs
+        for position in range(end - _UNFINISHED_TOKENS, max(self._read, self._prompt_len), -1):
+            if self._is_boundary(position, end, text, rights):
+                return self._show_through(position, self._text_to(position))
+        return ""
 
     def _decode(self, ids: Sequence[int]) -> str:
         return self._decode_ids(ids, self.skip_special_tokens)
@@ -123,16 +138,21 @@ class IncrementalDetokenizer:
         """Move the prefix up to the latest boundary that leaves ``window - 1`` tokens of context.
 
         Moving it costs a decode of the new context, so it moves in jumps (once the context has
-        grown to three times that), not with every token. The new context must decode to some
+        grown to twice that), not with every token. The new context must decode to some
         text: a context of skipped special tokens alone would let a SentencePiece decoder strip
         the first space of the *new* text.
         """
-        # (_starts holds the prefix itself, which is far enough back: there always is one)
-        start = next(s for s in reversed(self._starts) if self._read - s >= self._context_tokens)
-        context_text = self._decode(self.tokens[start : self._read])
+        starts = self._starts  # sorted, and it holds the prefix, which is always far enough back
+        index = bisect_right(starts, self._read - self._context_tokens) - 1
+        context_text = self._decode(self.tokens[starts[index] : self._read])
         if context_text:
-            self._prefix, self._context_text, self._texts = start, context_text, {}
-            self._starts = [s for s in self._starts if s >= start]
+            self._set_prefix(starts[index], context_text)
+            del starts[:index]
+
+    def _set_prefix(self, prefix: int, context_text: str) -> None:
+        """The context now starts at ``prefix`` and decodes to ``context_text``; push decodes from there."""
+        self._prefix, self._context_text, self._texts = prefix, context_text, {}
+        self._window = self.tokens[prefix:]
 
     # ------------------------------------------------------------------ proofs, with decode alone
 
