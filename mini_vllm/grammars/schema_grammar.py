@@ -36,15 +36,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mini_vllm.grammars.schema_regex import (
-    KEYWORDS,
-    TYPES,
-    UnsupportedSchema,
-    _Compiler,
-    _pointer,
-    alt,
-    literal,
-)
+from mini_vllm.grammars.regex_pieces import alt, literal
+from mini_vllm.grammars.schema_regex import KEYWORDS, TYPES, UnsupportedSchema, _Compiler, _pointer
 from mini_vllm.grammars.stack_grammar import JSON_OBJECT, _Builder, _meta_escape
 from mini_vllm.labtypes.lab09 import Grammar, Lexeme, Rule
 

@@ -16,8 +16,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from mini_vllm.api.errors import MAX_BODY_BYTES, anthropic_error_body
-from mini_vllm.api.models import ModelCard, ModelList, error_responses
 from mini_vllm.api.protocol import check_model
+from mini_vllm.api.response_bodies import ModelCard, ModelList, error_responses
 from mini_vllm.engine import Engine
 from mini_vllm.grammars.schema_regex import LIMITS
 from mini_vllm.labs import load_lab

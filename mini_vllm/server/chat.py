@@ -15,15 +15,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from mini_vllm.api.models import (
-    SSE_DOC,
-    ChatCompletionRequest,
-    ChatCompletionResponse,
-    CompletionRequest,
-    CompletionResponse,
-    error_responses,
-)
+from mini_vllm.api.models import ChatCompletionRequest, CompletionRequest
 from mini_vllm.api.protocol import GenerationRequest, check_model, from_chat, from_completion
+from mini_vllm.api.response_bodies import SSE_DOC, ChatCompletionResponse, CompletionResponse, error_responses
 from mini_vllm.engine import Engine
 from mini_vllm.server.bodies import body_doc, read_body, small_body
 from mini_vllm.server.runner import Generation, Step, admit, data_frames, generate, not_implemented, prepare, respond
