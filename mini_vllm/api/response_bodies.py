@@ -1,8 +1,9 @@
-"""Typed response bodies of the OpenAI endpoints, for the OpenAPI document only.
+"""Typed response bodies of the OpenAI and Anthropic endpoints, for the OpenAPI document only.
 
 The server writes its replies itself (:mod:`mini_vllm.server`); these models tell ``/openapi.json``
 what they look like, so a client generator or schemathesis knows. They allow extra fields
-(``Loose``): a description, not a check. Requests are :mod:`mini_vllm.api.models`.
+(``Loose``): a description, not a check. Requests are :mod:`mini_vllm.api.models`,
+:mod:`~mini_vllm.api.responses_request` and :mod:`~mini_vllm.api.messages_request`.
 """
 
 from __future__ import annotations
@@ -99,6 +100,43 @@ class ModelCard(Loose):
 class ModelList(Loose):
     object: Literal["list"]
     data: list[ModelCard]
+
+
+class ResponseBody(Loose):
+    """A whole Responses API response (``openai.types.responses.Response`` holds every field)."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    model: str
+    status: Literal["completed", "incomplete", "failed"]
+    output: list[dict[str, Any]]
+    usage: dict[str, Any] | None = None
+
+
+class MessageBody(Loose):
+    """A whole Messages API response (``anthropic.types.Message``)."""
+
+    id: str
+    type: Literal["message"]
+    role: Literal["assistant"]
+    model: str
+    content: list[dict[str, Any]]
+    stop_reason: Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"] | None
+    stop_sequence: str | None = None
+    usage: dict[str, Any]
+
+
+class AnthropicErrorDetail(Loose):
+    type: str
+    message: str
+
+
+class AnthropicErrorResponse(Loose):
+    """Anthropic's error body: ``{"type": "error", "error": {"type", "message"}}``."""
+
+    type: Literal["error"]
+    error: AnthropicErrorDetail
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -14,8 +14,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from mini_vllm.api.errors import anthropic_error_body
-from mini_vllm.api.events import AnthropicErrorResponse, MessageBody, MessagesRequest, from_messages
+from mini_vllm.api.messages_request import MessagesRequest, from_messages
 from mini_vllm.api.protocol import check_model
+from mini_vllm.api.response_bodies import AnthropicErrorResponse, MessageBody
 from mini_vllm.engine import Engine
 from mini_vllm.server.bodies import body_doc, read_body, small_body
 from mini_vllm.server.events import EventFraming, event_frames, whole_body

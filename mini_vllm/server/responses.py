@@ -17,9 +17,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from mini_vllm.api.errors import ApiError
-from mini_vllm.api.events import ResponseBody, ResponsesRequest, from_responses
 from mini_vllm.api.protocol import check_model
-from mini_vllm.api.response_bodies import error_responses
+from mini_vllm.api.response_bodies import ResponseBody, error_responses
+from mini_vllm.api.responses_request import ResponsesRequest, from_responses
 from mini_vllm.engine import Engine
 from mini_vllm.server.bodies import body_doc, read_body, small_body
 from mini_vllm.server.events import EventFraming, event_frames, whole_body
