@@ -19,7 +19,7 @@ from mini_vllm.grammars.constraints import json_object_constraint, schema_constr
 from mini_vllm.grammars.schema_regex import schema_to_regex
 from mini_vllm.labs import impl_path, load_lab
 from mini_vllm.labtypes.lab08 import token_trie
-from mini_vllm.server.compile_pool import CompileJob, _automaton_data, _compile_job
+from mini_vllm.server.compile_worker import CompileJob, _automaton_data, _compile_job
 from mini_vllm.server.mask_engine import TableMasks, trie_levels
 from mini_vllm.server.stack_decoding import rebuild_grammar
 from mini_vllm.server.stack_masks import SplitEngine

@@ -29,7 +29,8 @@ from mini_vllm.grammars.constraints import Constraint
 from mini_vllm.grammars.grammar import vocabulary_of
 from mini_vllm.labs import impl_path
 from mini_vllm.labtypes.lab08 import Vocabulary
-from mini_vllm.server.compile_pool import Compiled, CompileJob, CompilePool
+from mini_vllm.server.compile_pool import Compiled, CompilePool
+from mini_vllm.server.compile_worker import CompileJob
 from mini_vllm.server.decode_worker import Channel, DecodeWorker
 
 _vocabularies: dict[int, tuple[Vocabulary, tuple[list[bytes], list[int], int]]] = {}
