@@ -206,8 +206,8 @@ def test_the_server_modules_import_one_way() -> None:
     import mini_vllm.server
 
     order = ["http_errors", "bodies", "read_timeout", "mask_engine", "stack_masks", "stack_decoding", "lazy_masks",
-             "decode_wire", "decode_sessions", "decode_worker", "compile_pool", "structured", "templates", "runner",
-             "events", "chat", "responses", "messages", "app"]
+             "decode_wire", "decode_sessions", "decode_worker", "compile_worker", "compile_pool", "structured",
+             "templates", "runner", "events", "chat", "responses", "messages", "app"]
     folder = Path(mini_vllm.server.__file__).parent
     assert sorted(order) == sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__"), (
         "a new module in mini_vllm/server/: give it its place in this order")
