@@ -22,7 +22,8 @@ Two measurements, each side by side in one run:
    printed, with the machine's load (wall time on a loaded machine favours the Rust side). Two floors, with no
    bookkeeping: ``HFTokenizer.decode`` of the last ``window`` = 4 ids alone (the smallest window a push of the
    lab's design decodes: three tokens of context and the new one), and the very ``decode`` calls the solution
-   makes on that stream, recorded once and replayed (the floor under its bookkeeping).
+   makes on that stream, recorded once and replayed (the floor under its bookkeeping), through ``HFTokenizer``
+   and on the raw ``Tokenizer``.
 
 The solution is whatever ``LAB_IMPL`` selects; it is handed the ``tokenizers.Tokenizer`` itself
 (its ``decode(ids, skip_special_tokens=...)`` is the one method the lab uses).
@@ -107,15 +108,16 @@ def decode_alone_on(tokenizer: HFTokenizer, window: int = 4) -> Starter:
 class _Recorder:
     """A tokenizer that passes ``decode`` on and notes each window it was handed, per pushed token."""
 
-    def __init__(self, tokenizer: HFTokenizer) -> None:
-        self.tokenizer, self.calls = tokenizer, [[]]
+    def __init__(self, tokenizer: HFTokenizer | HFRawTokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.calls: list[list[list[int]]] = [[]]
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         self.calls[-1].append(list(ids))
         return self.tokenizer.decode(ids, skip_special_tokens)
 
 
-def its_decodes_alone_on(tokenizer: HFTokenizer, output: Sequence[int]) -> Starter:
+def its_decodes_alone_on(tokenizer: HFTokenizer | HFRawTokenizer, output: Sequence[int]) -> Starter:
     """The ``decode`` calls the solution makes for each token of ``output``, replayed with nothing else: the floor
     under that solution's bookkeeping (recorded once per prompt, untimed)."""
     lab = load_lab("lab-04")
@@ -275,18 +277,20 @@ def on_the_protocol() -> list[str]:
         "vLLM Fast (model)": lambda prompt: VllmFastShaped(raw, prompt).push,
         "DecodeStream": decode_stream_on(raw),
         "decode of 4 ids alone": decode_alone_on(wrapped),
-        "its decodes alone": decode_alone_on(wrapped),  # (replaced below by a replay of each stream's decodes)
+        "its decodes alone": decode_alone_on(wrapped),  # (both replaced below by a replay of each stream's decodes)
+        "the same, raw": decode_alone_on(wrapped),
     }
     load = os.getloadavg()[0]
     print("\nlab-04 on the course's tokenizer protocol (HFTokenizer) vs vLLM's Fast detokenizer and DecodeStream, "
           f"shipped BPE ({SIDE_BY_SIDE_TOKENS} tokens, each 256-token chunk's best of {ROUNDS} rounds, µs per token; "
           f"load average {load:.1f} on {os.cpu_count()} CPUs)")
     print(f"{'stream':<8}" + "".join(f"{name:>22}" for name in methods) + f"{'vs DecodeStream':>17}{'vs vLLM':>9}")
-    worst, worst_vllm, worst_raw, floor, its_floor = 0.0, 0.0, 0.0, 0.0, 0.0
+    worst, worst_vllm, worst_raw, floor, its_floor, raw_vllm = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     for kind in ("ascii", "cjk", "emoji"):
         ids = encoder.encode(STREAMS[kind] * (SIDE_BY_SIDE_TOKENS // 2))[:SIDE_BY_SIDE_TOKENS]
         prompt, output = ids[:SIDE_BY_SIDE_PROMPT], ids[SIDE_BY_SIDE_PROMPT:]
         methods["its decodes alone"] = its_decodes_alone_on(wrapped, output)
+        methods["the same, raw"] = its_decodes_alone_on(raw, output)
         rounds: dict[str, list[list[float]]] = {name: [] for name in methods}
         for _ in range(ROUNDS):
             for name, start in methods.items():
@@ -297,12 +301,14 @@ def on_the_protocol() -> list[str]:
         floor = max(floor, us["decode of 4 ids alone"] / us["DecodeStream"])
         its_floor = max(its_floor, us["its decodes alone"] / us["DecodeStream"])
         worst_raw = max(worst_raw, us["on the raw Tokenizer"] / us["DecodeStream"])
+        raw_vllm = max(raw_vllm, us["the same, raw"] / us["vLLM Fast (model)"])
         print(f"{kind:<8}" + "".join(f"{us[name]:>22.2f}" for name in methods) + f"{ratio:>16.2f}x{ratio_vllm:>8.2f}x")
     return [f"lab-04 on HFTokenizer per token, shipped BPE, ASCII/CJK/emoji: at most {worst:.2f}x DecodeStream "
             f"(target <= {PROTOCOL_TARGET}x), {worst_vllm:.2f}x a model of vLLM's Fast detokenizer (target <= 1x); "
             f"load average {load:.1f}; floors, no bookkeeping: HFTokenizer.decode of 4 ids alone {floor:.2f}x, of the "
             f"windows this solution decodes {its_floor:.2f}x DecodeStream; on the raw Tokenizer (no id check) at most "
-            f"{worst_raw:.2f}x DecodeStream"]
+            f"{worst_raw:.2f}x DecodeStream; its decodes on the raw Tokenizer alone, no bookkeeping: {raw_vllm:.2f}x "
+            "the vLLM model"]
 
 
 def main() -> list[str]:
