@@ -17,7 +17,7 @@ Two measurements, each side by side in one run:
 3. **On the course's tokenizer protocol** (the shipped BPE): the solution over ``HFTokenizer``, which checks
    every id of every window as the tests and the grading sandbox's copy do, over the raw ``tokenizers.Tokenizer``
    (no check), a model of vLLM's ``FastIncrementalDetokenizer`` (:class:`VllmFastShaped`: ``DecodeStream`` plus
-   the Python vLLM runs around it per token) and ``DecodeStream``, the four taking turns. Issue 43's target is
+   the Python vLLM runs around it per token) and ``DecodeStream``, all taking turns. Issue 43's target is
    at most 2.5x DecodeStream, which it equates with at most 1x vLLM's Fast detokenizer: both ratios are
    printed, with the machine's load (wall time on a loaded machine favours the Rust side). Two floors, with no
    bookkeeping: ``HFTokenizer.decode`` of the last ``window`` = 4 ids alone (the smallest window a push of the
@@ -267,7 +267,7 @@ def side_by_side() -> list[str]:
 def on_the_protocol() -> list[str]:
     """Part 3: the solution over the course's own tokenizer protocol (``HFTokenizer``: every id checked, as the
     tests and the grading sandbox give it) against vLLM's Fast detokenizer's work and DecodeStream, on the shipped
-    BPE, the four taking turns."""
+    BPE, all taking turns."""
     raw = hf_bpe_tokenizer()
     wrapped, encoder = HFTokenizer(raw), load_tokenizer("bpe")
     lab = load_lab("lab-04")

@@ -1,1 +1,1 @@
-"""The HTTP API's data: request and event models per provider, their errors, and prompt rendering."""
+"""The HTTP API's data: request and response models per provider, their errors, and prompt rendering."""

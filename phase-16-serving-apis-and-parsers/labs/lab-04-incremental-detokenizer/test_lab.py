@@ -207,6 +207,9 @@ def between_characters(tokenizer: Tokenizer, ids: Sequence[int], skip: bool = Fa
 
 PROMPT_RULE = ("a prompt's characters are never shown; a character it leaves unfinished belongs to the output, "
                "shown with the token that completes it (or, if the output breaks it, as the output's U+FFFD)")
+SHORT_PROMPT_RULE = ("a prompt too short to hold window - 1 tokens of context is the context, all of it, from token 0: "
+                     "never an empty context (SentencePiece drops the reply's first space) nor one that starts inside "
+                     "the prompt's first character (a byte run after it is spoiled)")
 
 
 def control_run_keeps_the_rules(tokenizer: Tokenizer, ids: Sequence[int], earlier: int, skip: bool = False,
@@ -254,7 +257,7 @@ def excuse(task: int, tokenizer: Tokenizer, why: str) -> None:
 
 
 def check_prompt_end(tokenizer: Tokenizer, ids: Sequence[int], split: int, earlier: int, skip: bool = False,
-                     window: int = WINDOW, *, task: int) -> None:
+                     window: int = WINDOW, *, task: int, rule: str = PROMPT_RULE) -> None:
     """Stream ``ids`` with the prompt ``ids[:split]`` (it may end inside a character): the push rules, then flush.
 
     Checked against the oracle only when your own run with the prompt ``ids[:earlier]`` (ending
@@ -269,7 +272,7 @@ def check_prompt_end(tokenizer: Tokenizer, ids: Sequence[int], split: int, earli
         return
     prompt, output = ids[:split], ids[split:]
     run = stream_problem(tokenizer, prompt, output, skip, window,
-                         rule=f"{PROMPT_RULE} (here a prompt of {split} tokens, skip_special_tokens={skip})")
+                         rule=f"{rule} (here a prompt of {split} tokens, skip_special_tokens={skip})")
     assert run.problem is None, run.problem
     problem = flush_problem(tokenizer, prompt, output, run.pushed, run.detok.flush(), skip)  # type: ignore[attr-defined]
     assert problem is None, problem
@@ -713,17 +716,18 @@ def test_prompt_is_never_re_emitted(name: str) -> None:
 
 @pytest.mark.task(3)
 @pytest.mark.parametrize("name", TOKENIZERS)
-def test_a_prompt_shorter_than_the_context_is_all_context(name: str) -> None:
-    """A prompt of fewer tokens than the context holds is the context, all of it, from token 0: an empty context
-    strips the first space of the reply on a SentencePiece family (``▁there`` after the prompt ``▁Hi``), and one
-    that starts inside the prompt's first character spoils a byte run after it."""
+def test_a_prompt_as_short_as_the_window_is_all_context(name: str) -> None:
+    """A prompt of at most ``window`` tokens, too short to leave ``window - 1`` tokens of context after a boundary,
+    is the context, all of it, from token 0: an empty context strips the first space of the reply on a
+    SentencePiece family (``▁there`` after the prompt ``▁Hi``), and one that starts inside the prompt's first
+    character spoils a byte run after it."""
     tokenizer = TOKENIZERS[name]
     for text in ("Hi there 🫨 friend", SHAKING + SHAKING + " x", SHAKING + "你好 x"):
         ids = tokenizer.encode(text)
         for window in (1, WINDOW):
             for cut in between_characters(tokenizer, ids):
                 if 0 < cut <= window:
-                    check_prompt_end(tokenizer, ids, cut, 0, window=window, task=3)
+                    check_prompt_end(tokenizer, ids, cut, 0, window=window, task=3, rule=SHORT_PROMPT_RULE)
 
 
 @pytest.mark.task(3)
