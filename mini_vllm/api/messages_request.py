@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 
 from mini_vllm.api import chatml
 from mini_vllm.api.errors import ApiError
-from mini_vllm.api.models import MAX_MESSAGES, MAX_STOP_CHARS, MAX_TOOLS, Strict
+from mini_vllm.api.models import MAX_MESSAGES, MAX_STOP_CHARS, MAX_TOOLS, Strict, non_empty_messages
 from mini_vllm.api.protocol import GenerationRequest, check_unicode, offered_tool, orphan_result
 from mini_vllm.grammars.constraints import (
     Constraint,
@@ -106,12 +106,7 @@ class MessagesRequest(Strict):
     metadata: dict[str, Any] | None = None
     service_tier: Literal["auto", "standard_only"] | None = None
 
-    @field_validator("messages")
-    @classmethod
-    def non_empty(cls, value: list[Any]) -> list[Any]:
-        if not value:
-            raise ValueError("messages must be a non-empty list")
-        return value
+    non_empty = field_validator("messages")(non_empty_messages)
 
     @field_validator("stop_sequences")
     @classmethod

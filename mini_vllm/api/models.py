@@ -62,6 +62,13 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+def non_empty_messages(value: list[Any]) -> list[Any]:
+    """A ``messages`` validator for every provider's request: a conversation holds at least one message."""
+    if not value:
+        raise ValueError("messages must be a non-empty list")
+    return value
+
+
 def refuse(name: str, why: str) -> ValueError:
     return ValueError(f"{name} is not supported by this server: {why}")
 
@@ -289,12 +296,7 @@ class ChatCompletionRequest(SamplingFields):
     include_reasoning: bool = True
     chat_template_kwargs: ChatTemplateKwargs | None = None
 
-    @field_validator("messages")
-    @classmethod
-    def non_empty(cls, value: list[Any]) -> list[Any]:
-        if not value:
-            raise ValueError("messages must be a non-empty list")
-        return value
+    non_empty = field_validator("messages")(non_empty_messages)
 
     @field_validator("audio", "prediction", "web_search_options", "functions", "function_call", mode="before")
     @classmethod
